@@ -1,0 +1,391 @@
+// bench/gpt_bench.cpp: training-step benchmark of xgrad::nn::GPTModel; its PyTorch twin is
+// bench/pytorch/gpt_bench.py (same configs, same step, same JSON keys). scripts/bench.sh runs
+// both, one measurement per process, and prints the comparison table.
+//
+//   build/bench/gpt_bench --config tiny --threads 1                 training steps
+//   build/bench/gpt_bench --config small --mode forward             forward only (no grad, eval)
+//   build/bench/gpt_bench --config small --profile                  time per op family
+//   build/bench/gpt_bench --sgemm-peak --threads 2                  1024^3 cblas_sgemm GFLOP/s
+//
+// One training step = forward, cross-entropy over all positions, backward, AdamW (lr 3e-4,
+// weight decay 0.1), zero_grad; on random token batches made before timing. --warmup steps
+// are untimed, then the median of --steps timed steps. Prints one JSON line with the median
+// step time, tokens/s and this process's peak RSS (VmHWM from /proc/self/status).
+//
+// --profile times the forward pass per op family at the module level (a mirror of
+// GPTModel::forward that calls the same submodules and ops, checked against the real
+// forward at start-up) and the backward pass per grad_fn name (each node's backward closure
+// is wrapped in a timer before loss.backward()); nothing in core/ is touched.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "xgrad/autograd.h"
+#include "xgrad/nn/gpt.h"
+#include "xgrad/ops.h"
+#include "xgrad/optim/adam.h"
+#include "xgrad/random.h"
+
+// OpenBLAS's thread setter (<cblas.h> above is OpenBLAS's and declares it too; this file
+// does not include xtensor-blas).
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+using xgrad::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  return 0.0;
+}
+
+struct Options {
+  std::string config = "tiny";
+  std::string mode = "train";  // or "forward"
+  int threads = 1;
+  int warmup = 5;
+  int steps = 20;
+  uint64_t seed = 123;
+  bool profile = false;
+  bool sgemm_peak = false;
+};
+
+struct BenchConfig {
+  xgrad::nn::GPTConfig gpt;
+  int64_t batch;
+};
+
+// (vocab, context, emb_dim, heads, layers, batch, dropout): keep in sync with the twin.
+BenchConfig config_named(const std::string& name) {
+  auto make = [](int64_t v, int64_t t, int64_t e, int64_t h, int64_t l, int64_t b, double p) {
+    BenchConfig c;
+    c.gpt.vocab_size = v;
+    c.gpt.context_length = t;
+    c.gpt.emb_dim = e;
+    c.gpt.n_heads = h;
+    c.gpt.n_layers = l;
+    c.gpt.drop_rate = p;
+    c.gpt.qkv_bias = false;
+    c.batch = b;
+    return c;
+  };
+  if (name == "tiny") return make(96, 64, 64, 4, 2, 32, 0.1);
+  if (name == "small") return make(96, 128, 128, 4, 4, 16, 0.1);
+  if (name == "medium") return make(96, 256, 384, 6, 6, 8, 0.1);
+  std::fprintf(stderr, "gpt_bench: unknown --config '%s' (tiny, small, medium)\n", name.c_str());
+  std::exit(2);
+}
+
+[[noreturn]] void usage(int code) {
+  std::fprintf(code ? stderr : stdout,
+               "usage: gpt_bench [--config tiny|small|medium] [--mode train|forward]\n"
+               "                 [--threads N] [--warmup N] [--steps N] [--seed N] [--profile]\n"
+               "       gpt_bench --sgemm-peak [--threads N]\n");
+  std::exit(code);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "--config") o.config = value();
+    else if (a == "--mode") o.mode = value();
+    else if (a == "--threads") o.threads = std::atoi(value().c_str());
+    else if (a == "--warmup") o.warmup = std::atoi(value().c_str());
+    else if (a == "--steps") o.steps = std::atoi(value().c_str());
+    else if (a == "--seed") o.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (a == "--profile") o.profile = true;
+    else if (a == "--sgemm-peak") o.sgemm_peak = true;
+    else if (a == "-h" || a == "--help") usage(0);
+    else {
+      std::fprintf(stderr, "gpt_bench: unknown argument '%s'\n", a.c_str());
+      usage(2);
+    }
+  }
+  if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward"))
+    usage(2);
+  return o;
+}
+
+// ---------------------------------------------------------------- sgemm peak probe
+int sgemm_peak(int threads) {
+  const int n = 1024;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  xgrad::Generator gen(0);
+  gen.uniform(a.data(), n * n, -1, 1);
+  gen.uniform(b.data(), n * n, -1, 1);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                n, 0.0f, c.data(), n);
+  };
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<double> gflops;
+  for (int i = 0; i < 15; ++i) {
+    auto t0 = Clock::now();
+    run();
+    gflops.push_back(2.0 * n * n * n / seconds_since(t0) / 1e9);
+  }
+  std::printf("{\"impl\": \"sgemm\", \"n\": %d, \"threads\": %d, \"gflops_best\": %.2f, "
+              "\"gflops_median\": %.2f}\n",
+              n, threads, *std::max_element(gflops.begin(), gflops.end()), median(gflops));
+  return 0;
+}
+
+// ---------------------------------------------------------------- --profile
+struct Profile {
+  std::map<std::string, double> forward_s;                    // family -> seconds
+  std::map<std::string, std::pair<double, int64_t>> backward;  // grad_fn -> seconds, calls
+  double forward_total = 0, loss = 0, backward_total = 0, optimizer = 0, zero_grad = 0;
+};
+
+template <class F>
+Tensor timed(Profile& p, const char* family, F&& f) {
+  auto t0 = Clock::now();
+  Tensor out = f();
+  p.forward_s[family] += seconds_since(t0);
+  return out;
+}
+
+// Mirrors MultiHeadAttention::forward (nn/src/attention.cpp) op for op.
+Tensor profiled_attention(xgrad::nn::MultiHeadAttention& att, const Tensor& x, Profile& p) {
+  using namespace xgrad;
+  auto [b, T, d_in] = x.shape3();
+  const int64_t H = att.num_heads, D = att.head_dim;
+  auto heads = [&](const Tensor& t) { return t.view({b, T, H, D}).transpose(1, 2); };
+  Tensor keys = heads(timed(p, "linear", [&] { return (*att.W_key)(x); }));      // (b, H, T, D)
+  Tensor queries = heads(timed(p, "linear", [&] { return (*att.W_query)(x); }));
+  Tensor values = heads(timed(p, "linear", [&] { return (*att.W_value)(x); }));
+  Tensor scores = timed(p, "matmul (attention)",                                  // (b, H, T, T)
+                        [&] { return matmul(queries, keys.transpose(2, 3)); });
+  timed(p, "masked_fill", [&] {
+    return scores.masked_fill_(att.mask.slice(0, 0, T).slice(1, 0, T), -INFINITY);
+  });
+  Tensor scaled = timed(p, "div (scale)", [&] { return scores / std::sqrt(double(D)); });
+  Tensor weights = timed(p, "softmax", [&] { return softmax(scaled, -1); });
+  weights = timed(p, "dropout", [&] { return (*att.dropout)(weights); });
+  Tensor context = timed(p, "matmul (attention)", [&] { return matmul(weights, values); });
+  context = timed(p, "transpose+contiguous",                                      // (b, T, d)
+                  [&] { return context.transpose(1, 2).contiguous().view({b, T, att.d_out}); });
+  return timed(p, "linear", [&] { return (*att.out_proj)(context); });
+}
+
+// Mirrors GPTModel::forward, TransformerBlock::forward and FeedForward (nn/src/).
+Tensor profiled_forward(xgrad::nn::GPTModel& m, const Tensor& ids, Profile& p) {
+  using namespace xgrad;
+  using namespace xgrad::nn;
+  const int64_t T = ids.size(1);
+  Tensor tok = timed(p, "embedding", [&] { return m.tok_emb->forward(ids); });
+  Tensor pos = timed(p, "embedding", [&] { return m.pos_emb->forward(arange(double(T))); });
+  Tensor x = timed(p, "add (residual)", [&] { return tok + pos; });
+  x = timed(p, "dropout", [&] { return m.drop_emb->forward(x); });
+  for (std::size_t i = 0; i < m.trf_blocks->size(); ++i) {
+    auto blk = m.trf_blocks->at<TransformerBlock>(static_cast<int64_t>(i));
+    Tensor shortcut = x;
+    Tensor h = timed(p, "layer_norm", [&] { return blk->norm1->forward(x); });
+    h = profiled_attention(*blk->att, h, p);
+    h = timed(p, "dropout", [&] { return blk->drop_shortcut->forward(h); });
+    x = timed(p, "add (residual)", [&] { return h + shortcut; });
+    shortcut = x;
+    h = timed(p, "layer_norm", [&] { return blk->norm2->forward(x); });
+    auto& ff = *blk->ff->layers;
+    h = timed(p, "linear", [&] { return ff[0]->forward(h); });
+    h = timed(p, "gelu", [&] { return ff[1]->forward(h); });
+    h = timed(p, "linear", [&] { return ff[2]->forward(h); });
+    h = timed(p, "dropout", [&] { return blk->drop_shortcut->forward(h); });
+    x = timed(p, "add (residual)", [&] { return h + shortcut; });
+  }
+  x = timed(p, "layer_norm", [&] { return m.final_norm->forward(x); });
+  return timed(p, "linear", [&] { return m.out_head->forward(x); });
+}
+
+// Wraps every node reachable from `root` so its backward closure adds its time to `p`.
+void instrument_backward(const Tensor& root, const std::shared_ptr<Profile>& p) {
+  std::vector<xgrad::Node*> stack;
+  std::unordered_set<xgrad::Node*> seen;
+  if (root.grad_fn()) stack.push_back(root.grad_fn().get());
+  while (!stack.empty()) {
+    xgrad::Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    for (auto& e : n->next)
+      if (e.fn) stack.push_back(e.fn.get());
+    if (!n->backward) continue;
+    n->backward = [inner = std::move(n->backward), p, name = n->name](
+                      const Tensor& dout, xgrad::Grads& grads) {
+      auto t0 = Clock::now();
+      inner(dout, grads);
+      auto& slot = p->backward[name];
+      slot.first += seconds_since(t0);
+      slot.second += 1;
+    };
+  }
+}
+
+void print_profile(const Profile& p, int steps, double plain_step_ms) {
+  const double total = p.forward_total + p.loss + p.backward_total + p.optimizer + p.zero_grad;
+  auto line = [&](const std::string& what, double s, const std::string& extra = "") {
+    std::fprintf(stderr, "  %-28s %10.3f ms %6.1f%%  %s\n", what.c_str(), 1e3 * s / steps,
+                 100.0 * s / total, extra.c_str());
+  };
+  auto sorted = [](const std::map<std::string, double>& m) {
+    std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second > b.second; });
+    return v;
+  };
+  std::fprintf(stderr, "\nprofile: per step, averaged over %d steps (%% of the profiled step)\n",
+               steps);
+  line("forward", p.forward_total);
+  double fsum = 0;
+  for (auto& [k, s] : sorted(p.forward_s)) { line("  " + k, s); fsum += s; }
+  line("  (other)", p.forward_total - fsum);
+  line("cross_entropy (forward)", p.loss);
+  line("backward", p.backward_total);
+  std::map<std::string, double> bw;
+  double bsum = 0;
+  for (auto& [k, v] : p.backward) { bw[k] = v.first; bsum += v.first; }
+  for (auto& [k, s] : sorted(bw))
+    line("  " + k, s, std::to_string(p.backward.at(k).second / steps) + " calls/step");
+  line("  (engine, outside closures)", p.backward_total - bsum);
+  line("optimizer.step", p.optimizer);
+  line("zero_grad", p.zero_grad);
+  std::fprintf(stderr, "  %-28s %10.3f ms (unprofiled median step: %.3f ms)\n", "total",
+               1e3 * total / steps, plain_step_ms);
+}
+
+// ---------------------------------------------------------------- the benchmark
+int run(const Options& o) {
+  using namespace xgrad;
+  const BenchConfig bc = config_named(o.config);
+  const int64_t B = bc.batch, T = bc.gpt.context_length, V = bc.gpt.vocab_size;
+  manual_seed(o.seed);
+  nn::GPTModel model(bc.gpt);
+  const int64_t n_params = model.num_parameters();
+  const int64_t n_emb = model.tok_emb->weight.numel() + model.pos_emb->weight.numel();
+
+  // a few random batches, made before timing and cycled
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  for (int i = 0; i < 4; ++i) batches.emplace_back(randint(0, V, {B, T}), randint(0, V, {B, T}));
+
+  std::vector<double> times;
+  double last_loss = NAN;
+  if (o.mode == "train") {
+    model.train();
+    optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
+    auto step = [&](int i) {
+      auto& [x, y] = batches[i % batches.size()];
+      auto t0 = Clock::now();
+      Tensor logits = model(x);                                     // (B, T, V)
+      Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+      double s = seconds_since(t0);
+      last_loss = loss.item();
+      return s;
+    };
+    for (int i = 0; i < o.warmup + o.steps; ++i) {
+      double s = step(i);
+      if (i >= o.warmup) times.push_back(s);
+    }
+    if (o.profile) {
+      // check the mirror against the real forward (eval: no dropout draws)
+      {
+        NoGradGuard ng;
+        model.eval();
+        const Tensor& x = batches[0].first;
+        Profile scratch;
+        double diff = max(abs(profiled_forward(model, x, scratch) - model(x))).item();
+        model.train();
+        if (diff != 0.0)
+          std::fprintf(stderr, "gpt_bench: WARNING: the --profile mirror of GPTModel::forward "
+                               "differs from it by %g; update profiled_forward()\n", diff);
+      }
+      auto p = std::make_shared<Profile>();
+      for (int i = 0; i < o.steps; ++i) {
+        auto& [x, y] = batches[i % batches.size()];
+        auto t0 = Clock::now();
+        Tensor logits = profiled_forward(model, x, *p);
+        p->forward_total += seconds_since(t0);
+        t0 = Clock::now();
+        Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
+        p->loss += seconds_since(t0);
+        instrument_backward(loss, p);
+        t0 = Clock::now();
+        loss.backward();
+        p->backward_total += seconds_since(t0);
+        t0 = Clock::now();
+        opt.step();
+        p->optimizer += seconds_since(t0);
+        t0 = Clock::now();
+        opt.zero_grad();
+        p->zero_grad += seconds_since(t0);
+      }
+      print_profile(*p, o.steps, 1e3 * median(times));
+    }
+  } else {
+    model.eval();
+    NoGradGuard ng;
+    for (int i = 0; i < o.warmup + o.steps; ++i) {
+      auto t0 = Clock::now();
+      Tensor logits = model(batches[i % batches.size()].first);
+      double s = seconds_since(t0);
+      if (i >= o.warmup) times.push_back(s);
+    }
+  }
+
+  const double step_s = median(times);
+  std::printf("{\"impl\": \"xgrad\", \"config\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
+              "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
+              "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
+              "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
+              "\"tokens_per_s\": %.3f, \"last_loss\": %.6f, \"peak_rss_mb\": %.2f}\n",
+              o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T,
+              (long)bc.gpt.emb_dim, (long)bc.gpt.n_layers, (long)n_params,
+              (long)(n_params - n_emb), times.size(), 1e3 * step_s,
+              1e3 * *std::min_element(times.begin(), times.end()),
+              1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
+              std::isnan(last_loss) ? 0.0 : last_loss, peak_rss_mb());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  openblas_set_num_threads(o.threads);
+  try {
+    return o.sgemm_peak ? sgemm_peak(o.threads) : run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,202 @@
+// bench/ops_bench.cpp: op micro-benchmarks (forward + backward) for the attention path, at a
+// GPT-sized shape and at a tiny shape where per-op overhead dominates. Its PyTorch twin is
+// bench/pytorch/ops_bench.py: the same cases, by the same names, computing the same thing;
+// scripts/bench.sh --ops runs both and prints them side by side.
+//
+//   build/bench/ops_bench                       all cases (Google Benchmark flags work too)
+//   build/bench/ops_bench --threads=2           OpenBLAS threads (else OPENBLAS_NUM_THREADS)
+//   build/bench/ops_bench --benchmark_filter=softmax
+//
+// Every case is named "<op>/<shape>" and measures one iteration of: forward, then backward
+// with a fixed upstream gradient, with the leaves' .grad reset to none first (as
+// `x.grad = None` in torch). Times are wall-clock (UseRealTime), so BLAS threads count.
+//
+// Adding a case: add a row to the table in register_cases() and the same row to CASES in
+// bench/pytorch/ops_bench.py (same name, same shapes, same computation).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+#include "xgrad/random.h"
+
+// OpenBLAS's own setter (this file does not include <cblas.h> or xtensor-blas).
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+using xgrad::Shape;
+using xgrad::Tensor;
+
+std::string shape_str(const Shape& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+Tensor leaf(const Shape& s) {
+  Tensor t = xgrad::randn(s);
+  t.requires_grad_(true);
+  return t;
+}
+
+// One benchmark case: `setup` builds the inputs once; `step` runs one forward + backward.
+struct Case {
+  std::string name;
+  std::function<std::function<void()>()> setup;
+};
+
+// (B, H, T, T) scores -> softmax over the last dim.
+Case softmax_case(const Shape& s) {
+  return {"softmax/" + shape_str(s), [s] {
+    Tensor x = leaf(s), g = xgrad::randn(s);
+    return std::function<void()>([x, g]() mutable {
+      x.set_grad(Tensor());
+      xgrad::softmax(x, -1).backward(g);
+    });
+  }};
+}
+
+// (B, H, T, T) scores, causal (T, T) bool mask broadcast over (B, H), filled with -inf.
+Case masked_fill_case(const Shape& s) {
+  return {"masked_fill/" + shape_str(s), [s] {
+    const int64_t T = s[s.size() - 1];
+    Tensor x = leaf(s), g = xgrad::randn(s);
+    Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;  // bool, true above the diagonal
+    return std::function<void()>([x, g, mask]() mutable {
+      x.set_grad(Tensor());
+      xgrad::masked_fill(x, mask, -INFINITY).backward(g);
+    });
+  }};
+}
+
+// (B, H, T, D) -> transpose(1, 2) -> contiguous (B, T, H, D), as the attention context.
+Case transpose_case(const Shape& s) {
+  return {"transpose_contiguous/" + shape_str(s), [s] {
+    Tensor x = leaf(s), g = xgrad::randn({s[0], s[2], s[1], s[3]});
+    return std::function<void()>([x, g]() mutable {
+      x.set_grad(Tensor());
+      x.transpose(1, 2).contiguous().backward(g);
+    });
+  }};
+}
+
+// queries (B, H, T, D) @ keys(B, H, T, D).transpose(2, 3) -> scores (B, H, T, T).
+Case bmm_qk_case(const Shape& s) {
+  return {"bmm_qkT/" + shape_str(s), [s] {
+    Tensor q = leaf(s), k = leaf(s), g = xgrad::randn({s[0], s[1], s[2], s[2]});
+    return std::function<void()>([q, k, g]() mutable {
+      q.set_grad(Tensor());
+      k.set_grad(Tensor());
+      xgrad::matmul(q, k.transpose(2, 3)).backward(g);
+    });
+  }};
+}
+
+// weights (B, H, T, T) @ values (B, H, T, D) -> context (B, H, T, D); s = (B, H, T, D).
+Case bmm_av_case(const Shape& s) {
+  return {"bmm_av/" + shape_str(s), [s] {
+    Tensor w = leaf({s[0], s[1], s[2], s[2]}), v = leaf(s), g = xgrad::randn(s);
+    return std::function<void()>([w, v, g]() mutable {
+      w.set_grad(Tensor());
+      v.set_grad(Tensor());
+      xgrad::matmul(w, v).backward(g);
+    });
+  }};
+}
+
+// F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out).
+Case linear_case(const Shape& s) {
+  return {"linear/" + shape_str(s), [s] {
+    Tensor x = leaf({s[0], s[1], s[2]}), w = leaf({s[3], s[2]}), b = leaf({s[3]});
+    Tensor g = xgrad::randn({s[0], s[1], s[3]});
+    return std::function<void()>([x, w, b, g]() mutable {
+      x.set_grad(Tensor());
+      w.set_grad(Tensor());
+      b.set_grad(Tensor());
+      xgrad::linear(x, w, b).backward(g);
+    });
+  }};
+}
+
+// Per-op overhead: a 4-element add with grad mode off, recording a node (graph dropped),
+// and forward + backward.
+std::vector<Case> overhead_cases() {
+  const Shape s{4};
+  return {
+      {"add_nograd/4", [s] {
+         Tensor a = leaf(s), b = leaf(s);
+         return std::function<void()>([a, b]() mutable {
+           xgrad::NoGradGuard ng;
+           benchmark::DoNotOptimize(xgrad::add(a, b));
+         });
+       }},
+      {"add_record/4", [s] {
+         Tensor a = leaf(s), b = leaf(s);
+         return std::function<void()>([a, b]() mutable { benchmark::DoNotOptimize(xgrad::add(a, b)); });
+       }},
+      {"add_fwd_bwd/4", [s] {
+         Tensor a = leaf(s), b = leaf(s), g = xgrad::randn(s);
+         return std::function<void()>([a, b, g]() mutable {
+           a.set_grad(Tensor());
+           b.set_grad(Tensor());
+           xgrad::add(a, b).backward(g);
+         });
+       }},
+  };
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  // GPT-sized: batch 8, 4 heads, 128 tokens (head_dim 32 for the (B, H, T, D) tensors),
+  // and tiny: batch 2, 4 heads, 8 tokens, head_dim 8.
+  for (const Shape& scores : {Shape{8, 4, 128, 128}, Shape{2, 4, 8, 8}}) {
+    cases.push_back(softmax_case(scores));
+    cases.push_back(masked_fill_case(scores));
+  }
+  for (const Shape& bhtd : {Shape{8, 4, 128, 32}, Shape{2, 4, 8, 8}}) {
+    cases.push_back(transpose_case(bhtd));
+    cases.push_back(bmm_qk_case(bhtd));
+    cases.push_back(bmm_av_case(bhtd));
+  }
+  // (B, T, in, out): the feed-forward up-projection of an emb-128 model, and a tiny one.
+  for (const Shape& lin : {Shape{8, 128, 128, 512}, Shape{2, 8, 8, 32}}) {
+    cases.push_back(linear_case(lin));
+  }
+  for (Case& c : overhead_cases()) cases.push_back(std::move(c));
+  return cases;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Our own flag, removed before Google Benchmark sees the arguments.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      openblas_set_num_threads(std::atoi(argv[i] + 10));
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  int n = static_cast<int>(args.size());
+  xgrad::manual_seed(0);
+  for (const Case& c : all_cases()) {
+    auto setup = c.setup;
+    benchmark::RegisterBenchmark(c.name.c_str(), [setup](benchmark::State& state) {
+      std::function<void()> step = setup();
+      for (auto _ : state) step();
+    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""bench/pytorch/ops_bench.py: the PyTorch twin of bench/ops_bench.cpp.
+
+Same cases, same names ("<op>/<shape>"), same computation: one iteration is forward, then
+backward with a fixed upstream gradient, with the leaves' .grad reset to None first.
+Timing follows Google Benchmark's (as the C++ side is run by scripts/bench.sh): each
+repetition runs the case for at least --min-time seconds of wall clock and gives a mean time
+per iteration; the result is the median over --repetitions.
+
+    /usr/bin/python3 bench/pytorch/ops_bench.py --threads 1 [--json out.json] [--filter softmax]
+
+torch's intra-op threads come from --threads (torch.set_num_threads); OpenBLAS's (torch's
+matmul on Debian) from OPENBLAS_NUM_THREADS, which scripts/bench.sh sets to the same number.
+Run it with /usr/bin/python3: that is the interpreter Debian's python3-torch installs into.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+
+def shape_str(s):
+    return "x".join(str(d) for d in s)
+
+
+def leaf(s):
+    return torch.randn(*s, requires_grad=True)
+
+
+def softmax_case(s):
+    def setup():
+        x, g = leaf(s), torch.randn(*s)
+
+        def step():
+            x.grad = None
+            torch.softmax(x, -1).backward(g)
+        return step
+    return "softmax/" + shape_str(s), setup
+
+
+def masked_fill_case(s):
+    def setup():
+        T = s[-1]
+        x, g = leaf(s), torch.randn(*s)
+        mask = torch.triu(torch.ones(T, T), diagonal=1).bool()
+
+        def step():
+            x.grad = None
+            x.masked_fill(mask, float("-inf")).backward(g)
+        return step
+    return "masked_fill/" + shape_str(s), setup
+
+
+def transpose_case(s):
+    def setup():
+        x, g = leaf(s), torch.randn(s[0], s[2], s[1], s[3])
+
+        def step():
+            x.grad = None
+            x.transpose(1, 2).contiguous().backward(g)
+        return step
+    return "transpose_contiguous/" + shape_str(s), setup
+
+
+def bmm_qk_case(s):
+    def setup():
+        q, k, g = leaf(s), leaf(s), torch.randn(s[0], s[1], s[2], s[2])
+
+        def step():
+            q.grad = None
+            k.grad = None
+            torch.matmul(q, k.transpose(2, 3)).backward(g)
+        return step
+    return "bmm_qkT/" + shape_str(s), setup
+
+
+def bmm_av_case(s):
+    def setup():
+        w, v, g = leaf((s[0], s[1], s[2], s[2])), leaf(s), torch.randn(*s)
+
+        def step():
+            w.grad = None
+            v.grad = None
+            torch.matmul(w, v).backward(g)
+        return step
+    return "bmm_av/" + shape_str(s), setup
+
+
+def linear_case(s):
+    def setup():
+        x, w, b = leaf((s[0], s[1], s[2])), leaf((s[3], s[2])), leaf((s[3],))
+        g = torch.randn(s[0], s[1], s[3])
+
+        def step():
+            x.grad = None
+            w.grad = None
+            b.grad = None
+            torch.nn.functional.linear(x, w, b).backward(g)
+        return step
+    return "linear/" + shape_str(s), setup
+
+
+def overhead_cases():
+    s = (4,)
+
+    def nograd():
+        a, b = leaf(s), leaf(s)
+
+        def step():
+            with torch.no_grad():
+                torch.add(a, b)
+        return step
+
+    def record():
+        a, b = leaf(s), leaf(s)
+
+        def step():
+            torch.add(a, b)
+        return step
+
+    def fwd_bwd():
+        a, b, g = leaf(s), leaf(s), torch.randn(*s)
+
+        def step():
+            a.grad = None
+            b.grad = None
+            torch.add(a, b).backward(g)
+        return step
+
+    return [("add_nograd/4", nograd), ("add_record/4", record), ("add_fwd_bwd/4", fwd_bwd)]
+
+
+def all_cases():
+    cases = []
+    for scores in [(8, 4, 128, 128), (2, 4, 8, 8)]:
+        cases += [softmax_case(scores), masked_fill_case(scores)]
+    for bhtd in [(8, 4, 128, 32), (2, 4, 8, 8)]:
+        cases += [transpose_case(bhtd), bmm_qk_case(bhtd), bmm_av_case(bhtd)]
+    for lin in [(8, 128, 128, 512), (2, 8, 8, 32)]:
+        cases.append(linear_case(lin))
+    return cases + overhead_cases()
+
+
+def measure(step, min_time, repetitions):
+    """Median over repetitions of the mean seconds per iteration (Google Benchmark's way)."""
+    for _ in range(3):
+        step()
+    # iterations per repetition: grow until one batch takes min_time, like Google Benchmark
+    iters = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        took = time.perf_counter() - t0
+        if took >= min_time:
+            break
+        iters = max(iters * 2, int(iters * min_time * 1.4 / max(took, 1e-9)))
+    means = [took / iters]
+    for _ in range(repetitions - 1):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        means.append((time.perf_counter() - t0) / iters)
+    return statistics.median(means)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--min-time", type=float, default=0.1, help="seconds per repetition")
+    ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("--filter", default="", help="run only cases whose name contains this")
+    ap.add_argument("--json", help="write [{name, us}] here")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rows = []
+    for name, setup in all_cases():
+        if args.filter and args.filter not in name:
+            continue
+        us = measure(setup(), args.min_time, args.repetitions) * 1e6
+        rows.append({"name": name, "us": us})
+        print(f"{name:40s} {us:12.2f} us", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "torch": torch.__version__, "results": rows}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

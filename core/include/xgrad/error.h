@@ -1,0 +1,39 @@
+// xgrad/error.h: the one exception type xgrad throws, and helpers that build its messages.
+//
+// Every bad input throws xgrad::Error whose message starts with the op's name and names the
+// shapes involved, e.g. "matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)".
+#pragma once
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xgrad {
+
+using Shape = std::vector<int64_t>;
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "[2, 3, 4]"
+std::string shape_str(const Shape& shape);
+
+namespace detail {
+inline void append(std::ostringstream& os, const Shape& s) { os << shape_str(s); }
+template <class T>
+void append(std::ostringstream& os, const T& v) { os << v; }
+}  // namespace detail
+
+// Throws Error("<op>: <parts...>"); Shape arguments print as [a, b, c].
+template <class... Parts>
+[[noreturn]] void fail(const char* op, const Parts&... parts) {
+  std::ostringstream os;
+  os << op << ": ";
+  (detail::append(os, parts), ...);
+  throw Error(os.str());
+}
+
+}  // namespace xgrad

@@ -1,0 +1,238 @@
+// xgrad/ops.h: every op, as free functions named like torch's.
+//
+// One source file per family under core/src/ops/ (creation, elementwise, reduce, shape,
+// linalg, activation, nn_functional); each op's backward closure sits right under its
+// forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims may be negative.
+// Adding an op: declare it here, implement forward + backward in its family's file, add a
+// row to the gradcheck table (tests/core/gradcheck_rows_<family>.cpp).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xgrad/tensor.h"
+
+namespace xgrad {
+
+// =====================================================================  creation.cpp
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor arange(double end, DType dtype = kInt64);
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
+Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
+Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
+// Random tensors draw from `gen`, or the default generator (see random.h); the streams
+// match torch's for the same seed and shape.
+Tensor rand(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
+Tensor randn(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor empty_like(const Tensor& t);
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+// From a flat vector in row-major order.
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+Tensor scalar_tensor(double value, DType dtype = kFloat32);
+
+namespace detail {
+template <class T> struct literal_dtype { static constexpr DType value = kFloat32; };
+template <> struct literal_dtype<int> { static constexpr DType value = kInt64; };
+template <> struct literal_dtype<long> { static constexpr DType value = kInt64; };
+template <> struct literal_dtype<long long> { static constexpr DType value = kInt64; };
+template <> struct literal_dtype<bool> { static constexpr DType value = kBool; };
+template <class T>
+void flatten_into(std::vector<double>& out, std::initializer_list<T> l) {
+  for (const T& v : l) out.push_back(static_cast<double>(v));
+}
+template <class T>
+void flatten_into(std::vector<double>& out, std::initializer_list<std::initializer_list<T>> l) {
+  for (auto& v : l) flatten_into(out, v);
+}
+template <class T>
+void flatten_into(std::vector<double>& out,
+                  std::initializer_list<std::initializer_list<std::initializer_list<T>>> l) {
+  for (auto& v : l) flatten_into(out, v);
+}
+Tensor tensor_from_values(const std::vector<double>& values, const Shape& shape, DType dtype);
+Shape nested_shape_checked(const char* op, const std::vector<Shape>& row_shapes, Shape inner);
+}  // namespace detail
+
+// torch.tensor(...) from nested braces. Floating literals give float32 (torch's default
+// dtype), integer literals int64, bools bool, unless `dtype` says otherwise:
+//   auto inputs = tensor({{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}});   // (2, 3) float32
+//   auto ids = tensor({0, 1, 2, 3});                                   // (4,) int64
+template <class T>
+Tensor tensor(std::initializer_list<T> values,
+              std::optional<DType> dtype = std::nullopt) {
+  std::vector<double> flat;
+  detail::flatten_into(flat, values);
+  return detail::tensor_from_values(flat, {static_cast<int64_t>(values.size())},
+                                    dtype.value_or(detail::literal_dtype<T>::value));
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> values,
+              std::optional<DType> dtype = std::nullopt) {
+  std::vector<double> flat;
+  std::vector<Shape> rows;
+  for (auto& r : values) rows.push_back({static_cast<int64_t>(r.size())});
+  Shape shape = detail::nested_shape_checked("tensor", rows, {static_cast<int64_t>(values.size())});
+  detail::flatten_into(flat, values);
+  return detail::tensor_from_values(flat, shape, dtype.value_or(detail::literal_dtype<T>::value));
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> values,
+              std::optional<DType> dtype = std::nullopt) {
+  std::vector<double> flat;
+  std::vector<Shape> rows;
+  for (auto& m : values) {
+    std::vector<Shape> inner;
+    for (auto& r : m) inner.push_back({static_cast<int64_t>(r.size())});
+    rows.push_back(detail::nested_shape_checked("tensor", inner, {static_cast<int64_t>(m.size())}));
+  }
+  Shape shape = detail::nested_shape_checked("tensor", rows, {static_cast<int64_t>(values.size())});
+  detail::flatten_into(flat, values);
+  return detail::tensor_from_values(flat, shape, dtype.value_or(detail::literal_dtype<T>::value));
+}
+
+// =====================================================================  elementwise.cpp
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max = std::nullopt);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// where(cond, a, b): a where cond is true, else b (broadcasting all three).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Comparisons return bool tensors and record no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor logical_not(const Tensor& a);
+// Gradient helper: sums `grad` over the dims that broadcasting expanded, giving `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator/(double a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+inline Tensor operator!(const Tensor& a) { return logical_not(a); }
+
+// =====================================================================  reduce.cpp
+// dims empty = all dims. keepdim keeps reduced dims with size 1.
+Tensor sum(const Tensor& a);
+Tensor sum(const Tensor& a, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& a);
+Tensor mean(const Tensor& a, const Shape& dims, bool keepdim = false);
+Tensor var(const Tensor& a, bool unbiased = true);
+Tensor var(const Tensor& a, const Shape& dims, bool unbiased = true, bool keepdim = false);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
+};
+Tensor max(const Tensor& a);                                       // over all elements
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& a);
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& a, const Shape& dims, bool keepdim = false);
+Tensor argmax(const Tensor& a);                                    // flat index, int64
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+
+// =====================================================================  shape.cpp
+// (view, reshape, transpose, permute, slice, narrow, select, unsqueeze, squeeze, expand and
+// contiguous are Tensor methods; their backward lives in shape.cpp too.)
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+// out[..., i, ...] = a[..., index[i], ...] along dim; index is 1-D int64.
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// value where mask (bool, broadcast to a's shape) is true.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+
+// =====================================================================  linalg.cpp
+// torch.matmul: 1-D..N-D, batch dims broadcast; OpenBLAS sgemm/dgemm with transpose flags
+// for views that are plain transposes, no copies of them.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// F.linear: x @ weight.T + bias, weight (out, in), bias (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// =====================================================================  activation.cpp
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+Tensor relu(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+// approximate: "none" (erf) or "tanh" (GPT-2's).
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+
+// =====================================================================  nn_functional.cpp
+// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
+// !training or p == 0. The mask comes from bernoulli_(1-p) on `gen` (torch's stream).
+Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
+// weight (num_embeddings, dim), indices int64 of any shape -> indices.shape + (dim,).
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps = 1e-5);
+// logits (N, C) or (B, T, C) [class dim last], targets int64 (N) or (B, T); mean over the
+// targets that are not ignore_index. Fused log-softmax + NLL.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+}  // namespace xgrad

@@ -1,0 +1,183 @@
+// xgrad/tensor.h: the Tensor handle.
+//
+// A Tensor is a cheap handle (a shared_ptr) to a TensorImpl: shape, strides and offset into a
+// shared Storage. Views (view, transpose, permute, slice, narrow, select, unsqueeze, squeeze,
+// expand, detach) share the Storage and copy nothing; contiguous() copies only when needed.
+// Every differentiable op records a node on the autograd tape (see autograd.h). The method
+// forms here (x.sum(), x.softmax(-1), ...) call the free functions declared in ops.h.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xgrad/dtype.h"
+#include "xgrad/error.h"
+
+namespace xgrad {
+
+struct Node;
+class Generator;
+
+// A reference-counted buffer that views alias. Its version counter is bumped by every
+// in-place op on any view of it; tensors saved for backward remember the version they saw.
+struct Storage {
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data = nullptr;
+  std::size_t nbytes = 0;
+  uint64_t version = 0;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;      // in elements
+  int64_t offset = 0; // in elements
+  DType dtype = DType::Float32;
+  bool requires_grad = false;       // for leaves; a tensor with grad_fn always requires grad
+  bool retains_grad = false;        // non-leaf asked to keep its .grad (retain_grad())
+  std::shared_ptr<TensorImpl> grad; // accumulated gradient (leaves, retained non-leaves)
+  std::shared_ptr<Node> grad_fn;    // the op that produced this tensor, if recorded
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& sizes() const { return shape(); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t dim() const;
+  int64_t numel() const;
+  const Shape& strides() const;
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const;
+  DType dtype() const;
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  // Structured-binding helpers that check the rank: auto [b, T, C] = x.shape3();
+  std::array<int64_t, 2> shape2() const;
+  std::array<int64_t, 3> shape3() const;
+  std::array<int64_t, 4> shape4() const;
+
+  // ---- data
+  // Pointer to the first element of this view (storage + offset); checks T against dtype().
+  template <class T> T* data_ptr() const;
+  void* raw_data_ptr() const;
+  double item() const;                            // one-element tensor, any dtype
+  template <class T> T item() const { return static_cast<T>(item()); }
+  // All elements in row-major order, converted to T (any layout, any dtype).
+  template <class T = float> std::vector<T> to_vector() const;
+
+  // ---- autograd
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // leaves only
+  bool is_leaf() const;
+  Tensor grad() const;                     // undefined Tensor when no gradient yet
+  void set_grad(const Tensor& g);          // g undefined = set to none
+  void retain_grad();                      // keep .grad() of a non-leaf after backward
+  const std::shared_ptr<Node>& grad_fn() const;
+  std::string grad_fn_name() const;        // "SoftmaxBackward0", or "" for none
+  // loss.backward() for a one-element tensor; t.backward(grad) otherwise.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;                   // same storage, no history
+  Tensor clone() const;                    // contiguous copy, differentiable
+  uint64_t version() const;                // the storage's in-place version counter
+
+  // ---- views (zero-copy, differentiable)
+  Tensor view(Shape shape) const;          // one -1 allowed; throws on incompatible strides
+  Tensor reshape(Shape shape) const;       // view when possible, else a copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;                        // 2-D transpose
+  Tensor permute(Shape dims) const;
+  // Python's t[:, start:end:step] on one dim; start/end clamp like Python slicing.
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;  // removes dim
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(Shape shape) const;        // -1 keeps a size; new leading dims allowed
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor contiguous() const;               // *this when already contiguous
+
+  // ---- conversion
+  Tensor to(DType dtype) const;            // differentiable between float types
+
+  // ---- method forms of ops.h
+  Tensor sum() const;
+  Tensor sum(Shape dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(Shape dims, bool keepdim = false) const;
+  Tensor var(bool unbiased = true) const;
+  Tensor var(Shape dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor abs() const;
+  Tensor pow(double exponent) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // ---- in-place (bump the version counter)
+  Tensor& masked_fill_(const Tensor& mask, double value);  // differentiable
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);                  // broadcasts src to this shape
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(double value);
+  Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
+  Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+  Tensor& bernoulli_(double p, Generator* gen = nullptr);
+
+  // ---- internals (for op implementations and extensions)
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  TensorImpl* unsafe_impl() const { return impl_.get(); }
+
+ private:
+  const TensorImpl& checked() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Prints like PyTorch: tensor([[ 0.3374, -0.1778], ...], grad_fn=<SoftmaxBackward0>)
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+// Bytes held by live tensor storages (all threads), and the peak since the last reset.
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_memory_stats();
+
+// ---- low-level construction (ops and extensions)
+// A new contiguous tensor with uninitialised data.
+Tensor empty(const Shape& shape, DType dtype = kFloat32);
+// A view of `base`'s storage with the given geometry (no autograd record; checks bounds).
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+// Row-major strides for a shape.
+Shape contiguous_strides(const Shape& shape);
+int64_t numel_of(const Shape& shape);
+
+}  // namespace xgrad

@@ -1,0 +1,15 @@
+// <xgrad/xgrad.h>: the umbrella header. Include this one.
+#pragma once
+#include "xgrad/dtype.h"
+#include "xgrad/error.h"
+#include "xgrad/tensor.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+#include "xgrad/random.h"
+#include "xgrad/gradcheck.h"
+#if __has_include("xgrad/nn.h")
+#include "xgrad/nn.h"
+#endif
+#if __has_include("xgrad/optim.h")
+#include "xgrad/optim.h"
+#endif

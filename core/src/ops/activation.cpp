@@ -1,0 +1,316 @@
+// core/src/ops/activation.cpp: softmax, log_softmax, relu, sigmoid, gelu.
+//
+// Each op computes into a fresh contiguous tensor from a contiguous view of its input (a
+// strided input is copied once, unrecorded), then records its backward right below. The
+// transcendental maps run through vec_math.h (xsimd batches when available). Adding an
+// activation: forward with vec::map, backward with vec::map2 on (dout, saved), a row in
+// tests/core/gradcheck_rows_activation.cpp and a case in tests/fixtures/gen_activation_nn.py.
+//
+// softmax / log_softmax see the input as (outer, C, inner) with C the softmax dim: inner == 1
+// (the last dim) runs row by row; otherwise the loops run over C with the inner positions as
+// the vectorised axis, so no transpose is needed. Rows are shifted by their max, so -inf
+// entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
+// entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "kernels.h"
+#include "ops/vec_math.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
+constexpr double kSqrtHalf = 1.0 / std::numbers::sqrt2;
+constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;  // 1/sqrt(2 pi)
+
+int64_t wrap_dim(const char* op, int64_t d, const Tensor& a) {
+  const int64_t r = std::max<int64_t>(a.dim(), 1);
+  if (d < -r || d >= r)
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", a.shape(),
+         " (expected in [", -r, ", ", r - 1, "])");
+  return d < 0 ? d + r : d;
+}
+
+// `t` itself when contiguous, else an unrecorded contiguous copy (callers record against t).
+Tensor contig(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = empty(t.shape(), t.dtype());
+  kernels::copy_into(c, t);
+  return c;
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail(op, "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
+         dtype_name(b.dtype()), " tensor of shape ", b.shape());
+}
+
+// A tensor seen as (outer, C, inner) around dim d.
+struct Rows {
+  int64_t outer = 1, C = 1, inner = 1;
+};
+Rows rows_around(const Shape& s, int64_t d) {
+  Rows g;
+  if (s.empty()) return g;  // a 0-d tensor is one row of one element
+  for (int64_t i = 0; i < d; ++i) g.outer *= s[i];
+  g.C = s[d];
+  for (std::size_t i = d + 1; i < s.size(); ++i) g.inner *= s[i];
+  return g;
+}
+
+// y = softmax(x) or log_softmax(x) over C, for contiguous x and y of geometry g.
+template <class T, bool Log>
+void softmax_forward(const T* x, T* y, Rows g) {
+  const int64_t C = g.C, inner = g.inner;
+  if (inner == 1) {
+    for (int64_t r = 0; r < g.outer; ++r) {
+      const T* xr = x + r * C;
+      T* yr = y + r * C;
+      const T m = vec::max(xr, C);
+      if constexpr (Log) {
+        // reference: torch's vec_log_softmax_lastdim: x - max - log(sum(exp(x - max)))
+        const T lse = std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
+        for (int64_t i = 0; i < C; ++i) yr[i] = (xr[i] - m) - lse;
+      } else {
+        const T inv = T(1) / vec::exp_sub_sum<T>(xr, yr, C, m);
+        for (int64_t i = 0; i < C; ++i) yr[i] *= inv;
+      }
+    }
+    return;
+  }
+  std::vector<T> m(inner), s(inner);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    const T* xo = x + o * C * inner;
+    T* yo = y + o * C * inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < inner; ++j) m[j] = std::max(m[j], xo[c * inner + j]);
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t c = 0; c < C; ++c) {
+      const T* xc = xo + c * inner;
+      T* yc = yo + c * inner;
+      for (int64_t j = 0; j < inner; ++j) yc[j] = xc[j] - m[j];
+      vec::map(yc, yc, inner, [](auto v) { return vec::vexp(v); });
+      for (int64_t j = 0; j < inner; ++j) s[j] += yc[j];
+    }
+    if constexpr (Log) {
+      for (int64_t j = 0; j < inner; ++j) s[j] = std::log(s[j]);
+      for (int64_t c = 0; c < C; ++c) {
+        const T* xc = xo + c * inner;
+        T* yc = yo + c * inner;
+        for (int64_t j = 0; j < inner; ++j) yc[j] = (xc[j] - m[j]) - s[j];
+      }
+    } else {
+      for (int64_t j = 0; j < inner; ++j) s[j] = T(1) / s[j];
+      for (int64_t c = 0; c < C; ++c) {
+        T* yc = yo + c * inner;
+        for (int64_t j = 0; j < inner; ++j) yc[j] *= s[j];
+      }
+    }
+  }
+}
+
+// Backward of softmax_forward given y (its output) and dy, both contiguous:
+//   softmax:     dx = y * (dy - sum_C(dy * y))
+//   log_softmax: dx = dy - exp(y) * sum_C(dy)
+template <class T, bool Log>
+void softmax_backward(const T* y, const T* dy, T* dx, Rows g) {
+  const int64_t C = g.C, inner = g.inner;
+  if (inner == 1) {
+    for (int64_t r = 0; r < g.outer; ++r) {
+      const T* yr = y + r * C;
+      const T* dyr = dy + r * C;
+      T* dxr = dx + r * C;
+      if constexpr (Log) {
+        const T s = vec::sum(dyr, C);
+        vec::map2(dyr, yr, dxr, C, [s](auto d, auto v) { return d - vec::vexp(v) * s; });
+      } else {
+        const T s = vec::dot(dyr, yr, C);
+        for (int64_t i = 0; i < C; ++i) dxr[i] = yr[i] * (dyr[i] - s);
+      }
+    }
+    return;
+  }
+  std::vector<T> s(inner);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    const int64_t base = o * C * inner;
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t c = 0; c < C; ++c) {
+      const T* yc = y + base + c * inner;
+      const T* dyc = dy + base + c * inner;
+      if constexpr (Log) {
+        for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j];
+      } else {
+        for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j] * yc[j];
+      }
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const T* yc = y + base + c * inner;
+      const T* dyc = dy + base + c * inner;
+      T* dxc = dx + base + c * inner;
+      if constexpr (Log) {
+        vec::map(yc, dxc, inner, [](auto v) { return vec::vexp(v); });
+        for (int64_t j = 0; j < inner; ++j) dxc[j] = dyc[j] - dxc[j] * s[j];
+      } else {
+        for (int64_t j = 0; j < inner; ++j) dxc[j] = yc[j] * (dyc[j] - s[j]);
+      }
+    }
+  }
+}
+
+template <bool Log>
+Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t dim) {
+  const int64_t d = wrap_dim(op, dim, a);
+  const Rows g = rows_around(a.shape(), d);
+  Tensor out = empty(a.shape(), a.dtype());
+  const Tensor x = contig(a);
+  kernels::dispatch_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (out.numel() > 0) softmax_forward<T, Log>(x.data_ptr<T>(), out.data_ptr<T>(), g);
+  });
+  return record(node, out, {a}, [y = save(out), g](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
+    // for y = log_softmax(x), dx = dy - exp(y) * sum(dy)
+    const Tensor& yv = y.get();
+    const Tensor dy = contig(dout);
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::dispatch_float(yv.dtype(), "softmax_backward", [&](auto tag) {
+      using T = decltype(tag);
+      if (dx.numel() > 0)
+        softmax_backward<T, Log>(yv.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), g);
+    });
+    grads.add(0, dx);
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- softmax / log_softmax
+Tensor softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl<false>("softmax", "SoftmaxBackward0", a, dim);
+}
+
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl<true>("log_softmax", "LogSoftmaxBackward0", a, dim);
+}
+
+// ---------------------------------------------------------------- relu
+Tensor relu(const Tensor& a) {
+  Tensor out = empty(a.shape(), a.dtype());
+  const Tensor x = contig(a);
+  kernels::dispatch_float(a.dtype(), "relu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = out.data_ptr<T>();
+    // NaN stays NaN (torch's clamp_min(0) propagates it)
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) py[i] = px[i] < T(0) ? T(0) : px[i];
+  });
+  return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
+    // reference: torch's threshold_backward(grad, result, 0)
+    const Tensor& yv = y.get();
+    const Tensor dy = contig(dout);
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::dispatch_float(yv.dtype(), "relu_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* py = yv.data_ptr<T>();
+      const T* pd = dy.data_ptr<T>();
+      T* px = dx.data_ptr<T>();
+      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = py[i] > T(0) ? pd[i] : T(0);
+    });
+    grads.add(0, dx);
+  });
+}
+
+// ---------------------------------------------------------------- sigmoid
+Tensor sigmoid(const Tensor& a) {
+  Tensor out = empty(a.shape(), a.dtype());
+  const Tensor x = contig(a);
+  kernels::dispatch_float(a.dtype(), "sigmoid", [&](auto tag) {
+    using T = decltype(tag);
+    vec::map(x.data_ptr<T>(), out.data_ptr<T>(), out.numel(),
+             [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
+  });
+  return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
+    const Tensor& yv = y.get();
+    const Tensor dy = contig(dout);
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::dispatch_float(yv.dtype(), "sigmoid_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* py = yv.data_ptr<T>();
+      const T* pd = dy.data_ptr<T>();
+      T* px = dx.data_ptr<T>();
+      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = pd[i] * (T(1) - py[i]) * py[i];
+    });
+    grads.add(0, dx);
+  });
+}
+
+// ---------------------------------------------------------------- gelu
+// reference: torch aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and
+// GeluBackwardKernelImpl (the same constants and formulas).
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  const bool tanh_approx = approximate == "tanh";
+  if (!tanh_approx && approximate != "none")
+    fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  Tensor out = empty(a.shape(), a.dtype());
+  const Tensor x = contig(a);
+  kernels::dispatch_float(a.dtype(), "gelu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = out.data_ptr<T>();
+    const int64_t n = out.numel();
+    if (tanh_approx) {
+      // GPT-2's: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+      const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
+      vec::map(px, py, n, [=](auto v) {
+        const auto inner = beta * (v + kappa * v * v * v);
+        return T(0.5) * v * (T(1) + vec::vtanh(inner));
+      });
+    } else {
+      // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+      vec::map(px, py, n, [](auto v) { return v * T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf))); });
+    }
+  });
+  return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = x * Phi(x), so dx = dy * (Phi(x) + x * phi(x)); for the tanh
+    // form y = 0.5 x (1 + tanh(u)), u = beta (x + kappa x^3), so
+    // dx = dy * (0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2))
+    const Tensor x = contig(xs.get());
+    const Tensor dy = contig(dout);
+    Tensor dx = empty(x.shape(), x.dtype());
+    kernels::dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const int64_t n = dx.numel();
+      if (tanh_approx) {
+        const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
+        vec::map2(x.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), n, [=](auto v, auto d) {
+          const auto x_sq = v * v;
+          const auto inner = beta * (v + kappa * x_sq * v);
+          const auto t = vec::vtanh(inner);
+          const auto left = T(0.5) * v;
+          const auto right = T(1) + t;
+          const auto left_derivative = T(0.5) * right;
+          const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x_sq));
+          return d * (left_derivative + right_derivative);
+        });
+      } else {
+        const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
+        vec::map2(x.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), n, [=](auto v, auto d) {
+          const auto cdf = T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf)));
+          const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
+          return d * (cdf + v * pdf);
+        });
+      }
+    });
+    grads.add(0, dx);
+  });
+}
+
+}  // namespace xgrad

@@ -1,0 +1,18 @@
+// core/src/ops/blas.h (private): the one doorway to BLAS. Row-major GEMM on raw pointers,
+//   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C
+// where op(X) is X or X^T (trans_x). lda/ldb/ldc are row strides in elements of the matrices
+// as stored (for a transposed operand, the stored matrix is (k, m) or (n, k)).
+// Only blas.cpp includes <cblas.h> (it clashes with xtensor-blas, see XTENSOR-NOTES.md).
+#pragma once
+#include <cstdint>
+
+namespace xgrad::blas {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc);
+
+}  // namespace xgrad::blas

@@ -1,0 +1,510 @@
+// core/src/ops/elementwise.cpp: arithmetic (add, sub, mul, div, neg, pow), math (exp, log,
+// sqrt, rsqrt, tanh, abs, clamp), maximum/minimum, where, comparisons, logical_not, and
+// sum_to, the helper that undoes broadcasting in every backward.
+//
+// Every op is one map_* call: a loop over the broadcast output, row by row (kernels.h's
+// for_each_row), whose contiguous rows are plain loops the compiler vectorises. Backward
+// closures reuse the same maps to fuse their formula into one pass (tanh: dout * (1 - y^2)).
+// Adding an op: forward = map_*(...), then record(...) with the backward right under it, and
+// a row in tests/core/gradcheck_rows_elementwise.cpp.
+//
+// dtypes: math is float32/float64 with both operands of one dtype (no promotion); add, sub,
+// mul, maximum, minimum, clamp and where also take int64; comparisons take every dtype.
+#include <cmath>
+#include <tuple>
+#include <utility>
+
+#include "kernels.h"
+#include "vec_math.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+// ---------------------------------------------------------------- the elementwise map
+template <class... Ts> struct types {};
+template <class T, std::size_t> using always = T;
+
+// out[i] = f(in0[i], in1[i], ...) with every input broadcast to out's shape (out contiguous).
+template <class O, class F, class... Ts, std::size_t... I>
+void run_map(const Tensor& out, const std::array<Tensor, sizeof...(Ts)>& in, F& f, types<Ts...>,
+             std::index_sequence<I...>) {
+  constexpr std::size_t N = sizeof...(Ts);
+  O* po = out.data_ptr<O>();
+  const std::tuple<const Ts*...> base{in[I].template data_ptr<Ts>()...};
+  const std::array<Shape, N + 1> st{out.strides(), kernels::broadcast_strides(in[I], out.shape())...};
+  kernels::for_each_row<N + 1>(out.shape(), st, [&](const std::array<int64_t, N + 1>& off, int64_t n,
+                                                    const std::array<int64_t, N + 1>& s) {
+    O* o = po + off[0];  // out is contiguous: its rows have stride 1
+    const std::tuple<const Ts*...> x{(std::get<I>(base) + off[I + 1])...};
+    if (((s[I + 1] == 1) && ...)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(x)[i]...);
+      return;
+    }
+    if constexpr (N == 2) {  // (B, T, C) * (B, T, 1) and friends: one operand fixed per row
+      const auto* x0 = std::get<0>(x);
+      const auto* x1 = std::get<1>(x);
+      if (s[1] == 1 && s[2] == 0) {
+        const auto v = *x1;
+        for (int64_t i = 0; i < n; ++i) o[i] = f(x0[i], v);
+        return;
+      }
+      if (s[1] == 0 && s[2] == 1) {
+        const auto v = *x0;
+        for (int64_t i = 0; i < n; ++i) o[i] = f(v, x1[i]);
+        return;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(x)[i * s[I + 1]]...);
+  });
+}
+
+// A fresh tensor of `shape` and `out_dtype` (element type O) from inputs of types Ts.
+template <class O, class... Ts, class F>
+Tensor map_typed(DType out_dtype, const Shape& shape, const std::array<Tensor, sizeof...(Ts)>& in,
+                 F f, types<Ts...> tags) {
+  Tensor out = empty(shape, out_dtype);
+  run_map<O>(out, in, f, tags, std::index_sequence_for<Ts...>{});
+  return out;
+}
+
+// Inputs and output share in[0]'s dtype: float32/float64, or int64 too when allow_int.
+template <std::size_t N, class F>
+Tensor map_same(const char* op, const Shape& shape, const std::array<Tensor, N>& in, F f,
+                bool allow_int = false) {
+  const DType dt = in[0].dtype();
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return map_typed<T>(dt, shape, in, f, types<always<T, I>...>{});
+    }(std::make_index_sequence<N>{});
+  };
+  if (allow_int && dt == kInt64) return run(int64_t{});
+  if (allow_int && !is_floating(dt))
+    fail(op, "expected a float32, float64 or int64 tensor, got ", dtype_name(dt), " of shape ",
+         in[0].shape());
+  return kernels::dispatch_float(dt, op, run);
+}
+
+template <class F>
+Tensor map1(const char* op, const Tensor& a, F f, bool allow_int = false) {
+  return map_same<1>(op, a.shape(), {a}, f, allow_int);
+}
+
+// Unary math with a SIMD body (vec_math.h: xsimd's exp/log/tanh/sqrt when available, about
+// 1 ulp) for contiguous inputs. f is called with batches and with scalars, so it calls the
+// math function unqualified after `using std::exp;` (ADL picks xsimd's for batches).
+template <class F>
+Tensor map1_simd(const char* op, const Tensor& a, F f) {
+  if (!a.is_contiguous()) return map1(op, a, f);
+  Tensor out = empty(a.shape(), a.dtype());
+  kernels::dispatch_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    vec::map(a.data_ptr<T>(), out.data_ptr<T>(), a.numel(), f);
+  });
+  return out;
+}
+
+// Both tensors must have one dtype: no silent float32/float64 promotion.
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail(op, "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
+         dtype_name(b.dtype()), " tensor of shape ", b.shape(),
+         " (xgrad does not promote dtypes; convert one with .to(...))");
+}
+
+template <class F>
+Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f, bool allow_int = false) {
+  check_same_dtype(op, a, b);
+  const Shape shape = kernels::broadcast_shapes(op, a.shape(), b.shape());
+  return map_same<2>(op, shape, {a, b}, f, allow_int);
+}
+
+// An int64 tensor with a fractional scalar computes in float32, as torch does.
+bool int_with_fraction(const Tensor& a, double s) {
+  return a.dtype() == kInt64 && s != std::floor(s);
+}
+
+template <class T> constexpr T c(double v) { return static_cast<T>(v); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- sum_to
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  const Shape& g = grad.shape();
+  if (g == shape) return grad;  // the common no-broadcast case: no copy
+  const int64_t lead = static_cast<int64_t>(g.size()) - static_cast<int64_t>(shape.size());
+  if (lead < 0) fail("sum_to", "cannot sum a gradient of shape ", g, " to the larger shape ", shape);
+  Shape dims;
+  for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const int64_t have = g[lead + i];
+    if (shape[i] == have) continue;
+    if (shape[i] != 1)
+      fail("sum_to", "cannot sum a gradient of shape ", g, " to shape ", shape, " (dim ", i,
+           ": ", have, " vs ", shape[i], ")");
+    dims.push_back(lead + static_cast<int64_t>(i));
+  }
+  if (dims.empty()) return grad.reshape(shape);  // only size-1 leading dims differ
+  return sum(grad, dims, /*keepdim=*/true).reshape(shape);
+}
+
+// ---------------------------------------------------------------- add / sub
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = map2("add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);
+  return record("AddBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a + b, so da = dout and db = dout (summed where broadcast)
+    if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
+    if (grads.wants(1)) grads.add(1, sum_to(dout, sb));
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = map2("sub", a, b, [](auto x, auto y) { return x - y; }, /*allow_int=*/true);
+  return record("SubBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a - b, so da = dout and db = -dout
+    if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
+    if (grads.wants(1)) grads.add(1, neg(sum_to(dout, sb)));
+  });
+}
+
+Tensor add(const Tensor& a, double b) {
+  if (int_with_fraction(a, b)) return add(a.to(kFloat32), b);
+  Tensor out = map1("add", a, [b](auto x) { return x + c<decltype(x)>(b); }, true);
+  return record("AddBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a + b, so da = dout
+    grads.add(0, dout);
+  });
+}
+
+Tensor sub(const Tensor& a, double b) {
+  if (int_with_fraction(a, b)) return sub(a.to(kFloat32), b);
+  Tensor out = map1("sub", a, [b](auto x) { return x - c<decltype(x)>(b); }, true);
+  return record("SubBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a - b, so da = dout
+    grads.add(0, dout);
+  });
+}
+
+Tensor sub(double a, const Tensor& b) {
+  if (int_with_fraction(b, a)) return sub(a, b.to(kFloat32));
+  Tensor out = map1("rsub", b, [a](auto y) { return c<decltype(y)>(a) - y; }, true);
+  return record("RsubBackward1", out, {b}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a - b, so db = -dout
+    grads.add(0, neg(dout));
+  });
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = map1("neg", a, [](auto x) { return -x; }, true);
+  return record("NegBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = -a, so da = -dout
+    grads.add(0, neg(dout));
+  });
+}
+
+// ---------------------------------------------------------------- mul / div
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = map2("mul", a, b, [](auto x, auto y) { return x * y; }, /*allow_int=*/true);
+  // each input's gradient needs only the other input: save just that
+  return record("MulBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape(), as = b.requires_grad() ? save(a) : SavedTensor(),
+                 bs = a.requires_grad() ? save(b) : SavedTensor()](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a * b, so da = dout * b and db = dout * a
+    if (grads.wants(0)) grads.add(0, sum_to(mul(dout, bs.get()), sa));
+    if (grads.wants(1)) grads.add(1, sum_to(mul(dout, as.get()), sb));
+  });
+}
+
+Tensor mul(const Tensor& a, double b) {
+  if (int_with_fraction(a, b)) return mul(a.to(kFloat32), b);
+  Tensor out = map1("mul", a, [b](auto x) { return x * c<decltype(x)>(b); }, true);
+  return record("MulBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a * b, so da = dout * b
+    grads.add(0, mul(dout, b));
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == kInt64 && b.dtype() == kInt64) return div(a.to(kFloat32), b.to(kFloat32));
+  Tensor out = map2("div", a, b, [](auto x, auto y) { return x / y; });
+  return record("DivBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape(), as = b.requires_grad() ? save(a) : SavedTensor(),
+                 bs = save(b)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a / b, so da = dout / b and db = -dout * a / b^2
+    if (grads.wants(0)) grads.add(0, sum_to(div(dout, bs.get()), sa));
+    if (grads.wants(1))
+      grads.add(1, sum_to(map_same<3>("div", dout.shape(), {dout, as.get(), bs.get()},
+                                      [](auto g, auto x, auto y) { return -g * x / (y * y); }),
+                          sb));
+  });
+}
+
+Tensor div(const Tensor& a, double b) {
+  if (a.dtype() == kInt64) return div(a.to(kFloat32), b);  // true division, as torch
+  Tensor out = map1("div", a, [b](auto x) { return x / c<decltype(x)>(b); });
+  return record("DivBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a / b, so da = dout / b
+    grads.add(0, div(dout, b));
+  });
+}
+
+// torch computes 2 / x as x.reciprocal() * 2, hence its MulBackward0 name.
+Tensor div(double a, const Tensor& b) {
+  if (b.dtype() == kInt64) return div(a, b.to(kFloat32));
+  Tensor out = map1("div", b, [a](auto y) { return c<decltype(y)>(a) / y; });
+  return record("MulBackward0", out, {b}, [a, bs = save(b)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a / b, so db = -dout * a / b^2
+    grads.add(0, map_same<2>("div", dout.shape(), {dout, bs.get()}, [a](auto g, auto y) {
+      return -g * c<decltype(y)>(a) / (y * y);
+    }));
+  });
+}
+
+// ---------------------------------------------------------------- pow
+Tensor pow(const Tensor& a, double e) {
+  // the exponents torch special-cases (pow_tensor_scalar_optimized_kernel), same results
+  Tensor out;
+  if (e == 2.0) out = map1("pow", a, [](auto x) { return x * x; });
+  else if (e == 3.0) out = map1("pow", a, [](auto x) { return x * x * x; });
+  else if (e == 1.0) out = map1("pow", a, [](auto x) { return x; });
+  else if (e == 0.5) out = map1_simd("pow", a, [](auto x) { using std::sqrt; return sqrt(x); });
+  else if (e == -0.5) out = map1_simd("pow", a, [](auto x) { using std::sqrt; return decltype(x)(1) / sqrt(x); });
+  else if (e == -1.0) out = map1("pow", a, [](auto x) { return decltype(x)(1) / x; });
+  else if (e == -2.0) out = map1("pow", a, [](auto x) { return decltype(x)(1) / (x * x); });
+  else out = map1("pow", a, [e](auto x) { return std::pow(x, c<decltype(x)>(e)); });
+  return record("PowBackward0", out, {a}, [e, as = save(a)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a^e, so da = dout * e * a^(e-1) (zero when e == 0)
+    const Tensor& x = as.get();
+    if (e == 0.0) return grads.add(0, zeros_like(x));
+    if (e == 2.0)
+      return grads.add(0, map_same<2>("pow", x.shape(), {dout, x},
+                                      [](auto g, auto v) { return g * (decltype(v)(2) * v); }));
+    grads.add(0, map_same<2>("pow", x.shape(), {dout, x}, [e](auto g, auto v) {
+      using T = decltype(v);
+      return g * (c<T>(e) * std::pow(v, c<T>(e - 1.0)));
+    }));
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  Tensor out = map2("pow", a, exponent, [](auto x, auto y) { return std::pow(x, y); });
+  return record("PowBackward1", out, {a, exponent},
+                [sa = a.shape(), sb = exponent.shape(), as = save(a), bs = save(exponent),
+                 outs = exponent.requires_grad() ? save(out) : SavedTensor()](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a^b, so da = dout * b * a^(b-1) and db = dout * out * log(a)
+    // (torch's conventions: da = 0 where b == 0, db = 0 where a == 0 and b >= 0)
+    const Shape& shape = dout.shape();
+    if (grads.wants(0))
+      grads.add(0, sum_to(map_same<3>("pow", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
+        using T = decltype(x);
+        return y == T(0) ? T(0) : g * (y * std::pow(x, y - T(1)));
+      }), sa));
+    if (grads.wants(1))
+      grads.add(1, sum_to(map_same<4>("pow", shape, {dout, as.get(), bs.get(), outs.get()},
+                                      [](auto g, auto x, auto y, auto r) {
+        using T = decltype(x);
+        return (x == T(0) && y >= T(0)) ? T(0) : g * (r * std::log(x));
+      }), sb));
+  });
+}
+
+// ---------------------------------------------------------------- unary math
+Tensor exp(const Tensor& a) {
+  Tensor out = map1_simd("exp", a, [](auto x) { using std::exp; return exp(x); });
+  return record("ExpBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = exp(a), so da = dout * y
+    grads.add(0, mul(dout, outs.get()));
+  });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = map1_simd("log", a, [](auto x) { using std::log; return log(x); });
+  return record("LogBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = log(a), so da = dout / a
+    grads.add(0, div(dout, as.get()));
+  });
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = map1_simd("sqrt", a, [](auto x) { using std::sqrt; return sqrt(x); });
+  return record("SqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = sqrt(a), so da = dout / (2 y)
+    grads.add(0, map_same<2>("sqrt", dout.shape(), {dout, outs.get()},
+                             [](auto g, auto y) { return g / (decltype(y)(2) * y); }));
+  });
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = map1_simd("rsqrt", a, [](auto x) { using std::sqrt; return decltype(x)(1) / sqrt(x); });
+  return record("RsqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = a^(-1/2), so da = -dout * y^3 / 2
+    grads.add(0, map_same<2>("rsqrt", dout.shape(), {dout, outs.get()},
+                             [](auto g, auto y) { return decltype(y)(-0.5) * g * (y * y * y); }));
+  });
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = map1_simd("tanh", a, [](auto x) { using std::tanh; return tanh(x); });
+  return record("TanhBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = tanh(a), so da = dout * (1 - y^2)
+    grads.add(0, map_same<2>("tanh", dout.shape(), {dout, outs.get()},
+                             [](auto g, auto y) { return g * (decltype(y)(1) - y * y); }));
+  });
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor out = map1("abs", a, [](auto x) { return x < decltype(x)(0) ? -x : x; }, true);
+  return record("AbsBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = |a|, so da = dout * sign(a) (0 at a == 0)
+    grads.add(0, map_same<2>("abs", dout.shape(), {dout, as.get()}, [](auto g, auto x) {
+      using T = decltype(x);
+      return x > T(0) ? g : (x < T(0) ? -g : T(0));
+    }));
+  });
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) fail("clamp", "at least one of min and max must be given (tensor of shape ", a.shape(), ")");
+  const bool has_lo = min.has_value(), has_hi = max.has_value();
+  double lo = min.value_or(0.0), hi = max.value_or(0.0);
+  if (a.dtype() == kInt64) {  // keep the bounds representable before casting
+    lo = std::fmax(std::fmin(lo, 9.2e18), -9.2e18);
+    hi = std::fmax(std::fmin(hi, 9.2e18), -9.2e18);
+  }
+  // torch's order: max(min(x, hi)...) as min(max(x, lo), hi); NaN stays NaN
+  Tensor out = map1("clamp", a, [=](auto x) {
+    using T = decltype(x);
+    if (has_lo && x < c<T>(lo)) x = c<T>(lo);
+    if (has_hi && x > c<T>(hi)) x = c<T>(hi);
+    return x;
+  }, true);
+  return record("ClampBackward1", out, {a}, [=, as = save(a)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = x inside [min, max], so dx = dout there and 0 outside
+    grads.add(0, map_same<2>("clamp", dout.shape(), {dout, as.get()}, [=](auto g, auto x) {
+      using T = decltype(x);
+      return ((!has_lo || x >= c<T>(lo)) && (!has_hi || x <= c<T>(hi))) ? g : T(0);
+    }));
+  });
+}
+
+// ---------------------------------------------------------------- maximum / minimum / where
+// NaN propagates; on ties the gradient is split half/half, as torch does.
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor out = map2("maximum", a, b, [](auto x, auto y) { return (x > y || x != x) ? x : y; }, true);
+  return record("MaximumBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a where a > b else b, so the gradient goes to the larger one
+    const Shape& shape = dout.shape();
+    if (grads.wants(0))
+      grads.add(0, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? g * T(0.5) : (x < y ? T(0) : g);
+      }), sa));
+    if (grads.wants(1))
+      grads.add(1, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? g * T(0.5) : (x > y ? T(0) : g);
+      }), sb));
+  });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor out = map2("minimum", a, b, [](auto x, auto y) { return (x < y || x != x) ? x : y; }, true);
+  return record("MinimumBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a where a < b else b, so the gradient goes to the smaller one
+    const Shape& shape = dout.shape();
+    if (grads.wants(0))
+      grads.add(0, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? g * T(0.5) : (x > y ? T(0) : g);
+      }), sa));
+    if (grads.wants(1))
+      grads.add(1, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? g * T(0.5) : (x < y ? T(0) : g);
+      }), sb));
+  });
+}
+
+namespace {
+// m ? x : y over cond (bool) and two tensors of one dtype (any), broadcast together.
+Tensor select_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
+  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return map_typed<T>(a.dtype(), shape, {cond, a, b}, [](bool m, T x, T y) { return m ? x : y; },
+                        types<bool, T, T>{});
+  });
+}
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (cond.dtype() != kBool)
+    fail("where", "the condition must be a bool tensor, got ", dtype_name(cond.dtype()), " of shape ",
+         cond.shape(), " (compare first, e.g. where(x > 0, a, b))");
+  check_same_dtype("where", a, b);
+  const Shape shape = kernels::broadcast_shapes(
+      "where", kernels::broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
+  Tensor out = select_where(cond, a, b, shape);
+  return record("WhereBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape(), cs = save(cond)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = cond ? a : b, so da = dout where cond and db = dout elsewhere
+    const Tensor zero = zeros({}, dout.dtype());
+    if (grads.wants(0)) grads.add(0, sum_to(select_where(cs.get(), dout, zero, dout.shape()), sa));
+    if (grads.wants(1)) grads.add(1, sum_to(select_where(cs.get(), zero, dout, dout.shape()), sb));
+  });
+}
+
+// ---------------------------------------------------------------- comparisons (no gradient)
+namespace {
+template <class Cmp>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
+  check_same_dtype(op, a, b);
+  const Shape shape = kernels::broadcast_shapes(op, a.shape(), b.shape());
+  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return map_typed<bool>(kBool, shape, {a, b}, cmp, types<T, T>{});
+  });
+}
+
+// Float tensors compare against the scalar cast to their dtype (torch.tensor([0.1]) == 0.1
+// is true); int64 and bool compare exactly in double.
+template <class Cmp>
+Tensor compare(const Tensor& a, double s, Cmp cmp) {
+  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      return map_typed<bool>(kBool, a.shape(), {a}, [v = static_cast<T>(s), cmp](T x) { return cmp(x, v); },
+                             types<T>{});
+    } else {
+      return map_typed<bool>(kBool, a.shape(), {a},
+                             [s, cmp](T x) { return cmp(static_cast<double>(x), s); }, types<T>{});
+    }
+  });
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x >= y; }); }
+
+Tensor logical_not(const Tensor& a) {
+  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return map_typed<bool>(kBool, a.shape(), {a}, [](T x) { return x == T(0); }, types<T>{});
+  });
+}
+
+}  // namespace xgrad

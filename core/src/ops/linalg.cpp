@@ -1,0 +1,364 @@
+// core/src/ops/linalg.cpp: matmul (torch.matmul semantics) and linear (F.linear) on OpenBLAS.
+//
+// Everything funnels into bmm_into(): out[i] (+)= a[i] @ b[i] for every index i of a broadcast
+// batch, where each operand's batch strides may be 0 (a broadcast input, or a gradient summed
+// over the batch dims its input was broadcast along). Each matrix goes to BLAS as stored:
+// row-major (NoTrans, ld = row stride) or as the plain transpose of a row-major matrix (Trans,
+// ld = column stride), so views like k.transpose(2, 3) and weight.t() are never copied; only a
+// matrix that is neither (e.g. an expanded one) is. Batches fold into a single GEMM when memory
+// allows: into the rows (x (B, T, C) @ W, the Linear hot path) or into the inner dim (the weight
+// gradient x^T @ dout summed over B*T).
+//
+// Adding a linalg op: write its forward with bmm_into, its backward right below, and add a row
+// to tests/core/gradcheck_rows_linalg.cpp.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "blas.h"
+#include "kernels.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+// How BLAS can read a (rows, cols) matrix with element strides (sr, sc).
+struct MatLayout {
+  bool ok = false;
+  bool trans = false;  // stored as its transpose: a row-major (cols, rows) matrix
+  int64_t ld = 0;
+};
+
+MatLayout layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  // row-major: unit column stride, rows at least a row apart (one row: any row stride)
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
+    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+  // a transposed row-major matrix (k.transpose(-1, -2), weight.t())
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
+    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+  return {};
+}
+
+MatLayout layout_of(const Tensor& t) {
+  return layout_of(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1));
+}
+
+// Strides of t's batch dims (all but its last two) seen over `batch`: 0 where t is broadcast.
+Shape batch_strides(const Tensor& t, const Shape& batch) {
+  const std::size_t nb = static_cast<std::size_t>(t.dim() - 2);
+  const std::size_t lead = batch.size() - nb;
+  Shape out(batch.size(), 0);
+  for (std::size_t i = 0; i < nb; ++i)
+    out[lead + i] = t.shape()[i] == batch[lead + i] ? t.strides()[i] : 0;
+  return out;
+}
+
+bool all_broadcast(const Shape& batch, const Shape& strides) {
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (batch[i] != 1 && strides[i] != 0) return false;
+  return true;
+}
+
+// Can the dims (batch..., d) be addressed as one dim of size numel(batch) * size? Returns the
+// merged stride (the stride of the innermost dim of size > 1).
+std::optional<int64_t> merged_stride(const Shape& batch, const Shape& bstrides, int64_t size,
+                                     int64_t stride) {
+  std::optional<int64_t> inner;   // stride of the innermost kept dim
+  int64_t next_outer = 0;         // the stride the next kept outer dim must have
+  auto visit = [&](int64_t n, int64_t s) {
+    if (n == 1) return true;
+    if (inner && s != next_outer) return false;
+    if (!inner) inner = s;
+    next_outer = s * n;
+    return true;
+  };
+  if (!visit(size, stride)) return std::nullopt;
+  for (int64_t i = static_cast<int64_t>(batch.size()) - 1; i >= 0; --i)
+    if (!visit(batch[i], bstrides[i])) return std::nullopt;
+  return inner.value_or(1);
+}
+
+// Below this size of the dim a batch folds into, one copy of an operand that blocks the fold
+// is cheaper than bn small GEMMs; above it the per-matrix GEMMs are efficient and copying
+// would only add memory traffic.
+constexpr int64_t kSmallFoldDim = 64;
+
+Tensor dense_copy(const Tensor& t) {
+  Tensor c = empty(t.shape(), t.dtype());
+  kernels::copy_into(c, t);
+  return c;
+}
+
+// out (batch_o..., M, N) (+)= a (batch_a..., M, K) @ b (batch_b..., K, N) over `batch`, the
+// broadcast of the three batch shapes. Where out's batch dims are broadcast (stride 0) the
+// products are summed into it. accumulate: add to out's contents instead of overwriting.
+// out must be a contiguous tensor the caller owns; a and b may be any views.
+void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape so = batch_strides(out, batch);
+  Shape sa = batch_strides(a, batch), sb = batch_strides(b, batch);
+  const int64_t bn = numel_of(batch);
+  const bool reduced = !so.empty() && [&] {
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i] != 1 && so[i] == 0) return true;
+    return false;
+  }();
+  if (out.numel() == 0) return;
+  if (!accumulate && (reduced || K == 0 || bn == 0)) {
+    std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(out.dtype()));
+    accumulate = true;
+  }
+  if (K == 0 || bn == 0) return;
+
+  kernels::dispatch_float(out.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T beta = accumulate ? T(1) : T(0);
+    T* po = out.data_ptr<T>();
+
+    // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM
+    if (bn > 1 && !reduced && all_broadcast(batch, sb)) {
+      auto ro = merged_stride(batch, so, M, out.stride(-2));
+      auto a_rows = [&] {
+        auto ra = merged_stride(batch, sa, M, a.stride(-2));
+        return ra ? layout_of(bn * M, K, *ra, a.stride(-1)) : MatLayout{};
+      };
+      MatLayout la = a_rows();
+      if (!la.ok && M < kSmallFoldDim) {  // bn tiny GEMMs cost more than one copy of a
+        a = dense_copy(a);
+        sa = batch_strides(a, batch);
+        la = a_rows();
+      }
+      if (!layout_of(b).ok) {
+        b = dense_copy(b);
+        sb = batch_strides(b, batch);
+      }
+      const MatLayout lb = layout_of(b);
+      const MatLayout lo = ro ? layout_of(bn * M, N, *ro, out.stride(-1)) : MatLayout{};
+      if (la.ok && lb.ok && lo.ok && !lo.trans) {
+        blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), a.data_ptr<T>(), la.ld,
+                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld);
+        return;
+      }
+    }
+    // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM
+    if (bn > 1 && all_broadcast(batch, so)) {
+      auto a_cols = [&] {
+        auto ca = merged_stride(batch, sa, K, a.stride(-1));
+        return ca ? layout_of(M, bn * K, a.stride(-2), *ca) : MatLayout{};
+      };
+      auto b_rows = [&] {
+        auto rb = merged_stride(batch, sb, K, b.stride(-2));
+        return rb ? layout_of(bn * K, N, *rb, b.stride(-1)) : MatLayout{};
+      };
+      MatLayout la = a_cols(), lb = b_rows();
+      if ((!la.ok || !lb.ok) && K < kSmallFoldDim) {  // copy so that the batch folds into K
+        if (!la.ok) {
+          a = dense_copy(a.transpose(-1, -2)).transpose(-1, -2);  // (.., K, M) row-major
+          sa = batch_strides(a, batch);
+          la = a_cols();
+        }
+        if (!lb.ok) {
+          b = dense_copy(b);
+          sb = batch_strides(b, batch);
+          lb = b_rows();
+        }
+      }
+      const MatLayout lo = layout_of(out);
+      if (la.ok && lb.ok && lo.ok && !lo.trans) {
+        blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), a.data_ptr<T>(), la.ld,
+                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld);
+        return;
+      }
+    }
+    // 3. one GEMM per matrix; copy an operand only when BLAS cannot read its matrices
+    MatLayout la = layout_of(a), lb = layout_of(b);
+    if (!la.ok) {
+      a = dense_copy(a);
+      sa = batch_strides(a, batch);
+      la = layout_of(a);
+    }
+    if (!lb.ok) {
+      b = dense_copy(b);
+      sb = batch_strides(b, batch);
+      lb = layout_of(b);
+    }
+    const MatLayout lo = layout_of(out);
+    if (!lo.ok || lo.trans) fail("matmul", "internal error: output of shape ", out.shape(), " is not row-major");
+    const T* pa = a.data_ptr<T>();
+    const T* pb = b.data_ptr<T>();
+    std::array<Shape, 3> st{so, sa, sb};
+    kernels::for_each_row<3>(batch, st, [&](const std::array<int64_t, 3>& off, int64_t len,
+                                            const std::array<int64_t, 3>& in) {
+      for (int64_t i = 0; i < len; ++i)
+        blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld,
+                   pb + off[2] + i * in[2], lb.ld, beta, po + off[0] + i * in[0], lo.ld);
+    });
+  });
+}
+
+void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail(op, "got an undefined tensor");
+  if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
+    fail(op, "expected two float32 or two float64 tensors, got ", dtype_name(a.dtype()), " ",
+         a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
+}
+
+// A 1-D tensor (n) seen as a (1, n) matrix, as_col as (n, 1); other tensors as they are.
+// No autograd record: these feed bmm_into only.
+Tensor as_row(const Tensor& t) {
+  if (t.dim() != 1) return t.detach();
+  return make_view(t, {1, t.size(0)}, {std::max<int64_t>(t.size(0), 1) * t.stride(0), t.stride(0)},
+                   t.storage_offset());
+}
+Tensor as_col(const Tensor& t) {
+  if (t.dim() != 1) return t.detach();
+  return make_view(t, {t.size(0), 1}, {t.stride(0), 1}, t.storage_offset());
+}
+
+Shape batch_shape(const Tensor& a, const Tensor& b) {
+  const Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  const std::size_t nb = std::max(ba.size(), bb.size());
+  Shape batch(nb);
+  for (std::size_t i = 0; i < nb; ++i) {
+    const int64_t da = i < nb - ba.size() ? 1 : ba[i - (nb - ba.size())];
+    const int64_t db = i < nb - bb.size() ? 1 : bb[i - (nb - bb.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("matmul", "batch dims of shapes ", a.shape(), " and ", b.shape(),
+           " cannot be broadcast together (", da, " vs ", db, ")");
+    batch[i] = da == 1 ? db : da;
+  }
+  return batch;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_float_pair("matmul", a, b);
+  if (a.dim() == 0 || b.dim() == 0)
+    fail("matmul", "both arguments need at least 1 dimension, got shapes ", a.shape(), " and ",
+         b.shape(), " (use mul for a scalar product)");
+  const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb)
+    fail("matmul", "shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", ka,
+         " != ", kb, ")");
+  // torch.matmul: a 1-D a is a (1, K) row and a 1-D b a (K, 1) column whose added dim is
+  // dropped from the result; the dims before the last two broadcast
+  const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
+  const Tensor a2 = as_row(a), b2 = as_col(b);   // (..., M, K), (..., K, N)
+  const Shape batch = batch_shape(a2, b2);
+  Shape out2_shape = batch;
+  out2_shape.push_back(a2.size(-2));
+  out2_shape.push_back(b2.size(-1));
+  Tensor out2 = empty(out2_shape, a.dtype());     // (batch..., M, N)
+  bmm_into(out2, a2, b2, batch, false);
+  Shape out_shape = batch;
+  if (!a1) out_shape.push_back(a2.size(-2));
+  if (!b1) out_shape.push_back(b2.size(-1));
+  Tensor out = (a1 || b1) ? make_view(out2, out_shape, contiguous_strides(out_shape), 0) : out2;
+
+  // torch 1.13's names: dot, mv, mm, a squeezed mm for (K) @ (K, N), else a viewed bmm
+  const char* name = a1 && b1                  ? "DotBackward0"
+                     : a.dim() == 2 && b1      ? "MvBackward0"
+                     : a.dim() == 2 && b.dim() == 2 ? "MmBackward0"
+                     : a1 && b.dim() == 2      ? "SqueezeBackward3"
+                                               : "UnsafeViewBackward0";
+  return record(name, out, {a, b},
+                [sa = b.requires_grad() ? save(a) : SavedTensor(),
+                 sb = a.requires_grad() ? save(b) : SavedTensor(), a_shape = a.shape(),
+                 b_shape = b.shape(), a1, b1, batch](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a @ b per batch entry, so da = dout @ b^T and db = a^T @ dout,
+    // summed over the batch dims each operand was broadcast along (bmm_into sums where the
+    // gradient's batch stride is 0); 1-D operands are a row / a column as in the forward
+    Tensor d = dout.detach();                     // (batch..., M, N) once the dims are back
+    if (b1) d = d.unsqueeze(-1);
+    if (a1) d = d.unsqueeze(-2);
+    if (grads.wants(0)) {
+      Tensor da = empty(a_shape, dout.dtype());
+      bmm_into(as_row(da), d, as_col(sb.get()).transpose(-1, -2), batch, false);
+      grads.add(0, da);
+    }
+    if (grads.wants(1)) {
+      Tensor db = empty(b_shape, dout.dtype());
+      bmm_into(as_col(db), as_row(sa.get()).transpose(-1, -2), d, batch, false);
+      grads.add(1, db);
+    }
+  });
+}
+
+namespace {
+// db = dout summed over every dim but the last, accumulated in double.
+Tensor bias_grad(const Tensor& dout, int64_t features) {
+  Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
+  Tensor db = empty({features}, dout.dtype());
+  kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<double> acc(static_cast<std::size_t>(features), 0.0);
+    const T* p = d.data_ptr<T>();
+    const int64_t rows = features == 0 ? 0 : d.numel() / features;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = p + r * features;
+      for (int64_t j = 0; j < features; ++j) acc[j] += static_cast<double>(row[j]);
+    }
+    T* o = db.data_ptr<T>();
+    for (int64_t j = 0; j < features; ++j) o[j] = static_cast<T>(acc[j]);
+  });
+  return db;
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_float_pair("linear", x, weight);
+  if (weight.dim() != 2)
+    fail("linear", "weight must be 2-D (out_features, in_features), got shape ", weight.shape());
+  if (x.dim() == 0) fail("linear", "input must have at least 1 dimension, got shape ", x.shape());
+  const int64_t in_f = weight.size(1), out_f = weight.size(0);
+  if (x.size(-1) != in_f)
+    fail("linear", "input of shape ", x.shape(), " does not match weight of shape ", weight.shape(),
+         " (in_features ", x.size(-1), " != ", in_f, ")");
+  if (bias.defined()) {
+    if (bias.dtype() != x.dtype())
+      fail("linear", "bias dtype ", dtype_name(bias.dtype()), " does not match input dtype ",
+           dtype_name(x.dtype()));
+    if (bias.shape() != Shape{out_f})
+      fail("linear", "bias of shape ", bias.shape(), " does not match weight of shape ",
+           weight.shape(), " (expected [", out_f, "])");
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  Tensor out = empty(out_shape, x.dtype());          // (..., out)
+  if (bias.defined()) kernels::copy_into(out, bias);  // out = bias, then out += x @ W^T
+  const Shape batch = x.dim() > 2 ? Shape(x.shape().begin(), x.shape().end() - 2) : Shape{};
+  bmm_into(as_row(out), as_row(x), weight.detach().t(), batch, bias.defined());
+
+  // torch 1.13's names: addmm for 2-D input with bias, a viewed addmm for contiguous 3-D
+  // input with bias, else matmul's name (+ an add for the bias)
+  const char* name = !bias.defined() ? (x.dim() == 1   ? "SqueezeBackward3"
+                                        : x.dim() == 2 ? "MmBackward0"
+                                                       : "UnsafeViewBackward0")
+                     : x.dim() == 2                         ? "AddmmBackward0"
+                     : x.dim() == 3 && x.is_contiguous() ? "ViewBackward0"
+                                                            : "AddBackward0";
+  return record(name, out, {x, weight, bias},
+                [sx = weight.requires_grad() ? save(x) : SavedTensor(),
+                 sw = x.requires_grad() ? save(weight) : SavedTensor(), x_shape = x.shape(),
+                 w_shape = weight.shape(), batch](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = x @ W^T + b, so dx = dout @ W, dW = dout^T @ x summed over all
+    // leading dims (one GEMM over the folded B*T rows) and db = dout summed over leading dims
+    const Tensor d = as_row(dout);                   // (..., R, out)
+    if (grads.wants(0)) {
+      Tensor dx = empty(x_shape, dout.dtype());
+      bmm_into(as_row(dx), d, sw.get(), batch, false);
+      grads.add(0, dx);
+    }
+    if (grads.wants(1)) {
+      Tensor dw = empty(w_shape, dout.dtype());
+      bmm_into(dw, d.transpose(-1, -2), as_row(sx.get()), batch, false);
+      grads.add(1, dw);
+    }
+    if (grads.wants(2)) grads.add(2, bias_grad(dout, w_shape[0]));
+  });
+}
+
+}  // namespace xgrad

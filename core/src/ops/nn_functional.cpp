@@ -1,0 +1,373 @@
+// core/src/ops/nn_functional.cpp: the torch.nn.functional ops a GPT needs beyond the
+// activations: dropout, embedding, layer_norm, cross_entropy, mse_loss.
+//
+// Each is one fused forward loop over contiguous buffers with its backward closure right
+// below (saving the small per-row statistics the backward needs, never a second copy of a
+// large tensor). Adding an op: declare it in ops.h under nn_functional.cpp, write it here,
+// add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
+// tests/fixtures/gen_activation_nn.py.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+#include "ops/vec_math.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+#include "xgrad/random.h"
+
+namespace xgrad {
+
+namespace {
+
+// `t` itself when contiguous, else an unrecorded contiguous copy (callers record against t).
+Tensor contig(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = empty(t.shape(), t.dtype());
+  kernels::copy_into(c, t);
+  return c;
+}
+
+void check_same_dtype(const char* op, const char* what, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail(op, what, " dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(),
+         " and ", dtype_name(b.dtype()), " tensor of shape ", b.shape());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- dropout
+// reference: torch aten/src/ATen/native/Dropout.cpp, _dropout_impl (what CPU tensors run):
+//   noise = empty_like(input, contiguous).bernoulli_(1 - p); noise.div_(1 - p); input * noise
+// so the mask is torch's stream for a contiguous tensor of input's shape, whatever its layout.
+Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
+  if (!(p >= 0.0 && p <= 1.0))
+    fail("dropout", "probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0.0) return a;
+  kernels::dispatch_float(a.dtype(), "dropout", [](auto) {});
+  Tensor out = empty(a.shape(), a.dtype());
+  if (p == 1.0) {  // torch: input * zeros({}), no draws
+    std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(a.dtype()));
+    return record("MulBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
+      // in the forward pass out = x * 0, so dx = dout * 0
+      grads.add(0, zeros(dout.shape(), dout.dtype()));
+    });
+  }
+  Tensor noise = empty(a.shape(), a.dtype());
+  noise.bernoulli_(1.0 - p, gen);  // 1 = keep, with probability 1 - p
+  const Tensor x = contig(a);
+  kernels::dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = T(1) / static_cast<T>(1.0 - p);  // noise.div_(1 - p), as torch rounds it
+    T* pn = noise.data_ptr<T>();
+    const T* px = x.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
+      pn[i] = pn[i] * scale;
+      po[i] = px[i] * pn[i];
+    }
+  });
+  return record("MulBackward0", out, {a}, [noise](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = x * noise (noise = mask / (1 - p)), so dx = dout * noise
+    const Tensor dy = contig(dout);
+    Tensor dx = empty(noise.shape(), noise.dtype());
+    kernels::dispatch_float(noise.dtype(), "dropout_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pn = noise.data_ptr<T>();
+      const T* pd = dy.data_ptr<T>();
+      T* px = dx.data_ptr<T>();
+      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = pd[i] * pn[i];
+    });
+    grads.add(0, dx);
+  });
+}
+
+// ---------------------------------------------------------------- embedding
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  if (weight.dim() != 2)
+    fail("embedding", "weight must be 2-D (num_embeddings, embedding_dim), got shape ", weight.shape());
+  if (indices.dtype() != kInt64)
+    fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()),
+         " tensor of shape ", indices.shape());
+  kernels::dispatch_float(weight.dtype(), "embedding", [](auto) {});
+  const int64_t V = weight.size(0), D = weight.size(1);
+  const Tensor idx = contig(indices);
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (pi[i] < 0 || pi[i] >= V)
+      fail("embedding", "index ", pi[i], " is out of range for num_embeddings ", V,
+           " (weight shape ", weight.shape(), ", indices shape ", indices.shape(), ")");
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);  // indices.shape + (D,)
+  Tensor out = empty(out_shape, weight.dtype());
+  // rows are read in place when each is contiguous (weight.stride(1) == 1)
+  const Tensor w = weight.stride(1) == 1 || D == 1 ? weight : contig(weight);
+  const std::size_t item = itemsize(w.dtype());
+  const std::size_t row_bytes = static_cast<std::size_t>(D) * item;
+  const std::size_t stride_bytes = static_cast<std::size_t>(w.stride(0)) * item;
+  const char* pw = static_cast<const char*>(w.raw_data_ptr());
+  char* po = static_cast<char*>(out.raw_data_ptr());
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(po + static_cast<std::size_t>(i) * row_bytes,
+                pw + static_cast<std::size_t>(pi[i]) * stride_bytes, row_bytes);
+  return record("EmbeddingBackward0", out, {weight},
+                [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
+    // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
+    // accumulate)
+    const Tensor& iv = ids.get();
+    const Tensor dy = contig(dout);
+    Tensor dw = zeros({V, D}, dy.dtype());
+    kernels::dispatch_float(dy.dtype(), "embedding_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const int64_t* pid = iv.data_ptr<int64_t>();
+      const T* pd = dy.data_ptr<T>();
+      T* pw = dw.data_ptr<T>();
+      for (int64_t i = 0, n = iv.numel(); i < n; ++i) {
+        T* row = pw + pid[i] * D;
+        const T* src = pd + i * D;
+        for (int64_t k = 0; k < D; ++k) row[k] += src[k];
+      }
+    });
+    grads.add(0, dw);
+  });
+}
+
+// ---------------------------------------------------------------- layer_norm
+// reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
+// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  if (k == 0) fail("layer_norm", "normalized_shape must have at least one dim, got ", normalized_shape);
+  const Shape& xs = x.shape();
+  bool ok = x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = xs[x.dim() - k + i] == normalized_shape[i];
+  if (!ok)
+    fail("layer_norm", "normalized_shape ", normalized_shape, " does not match the trailing dims of input shape ", xs);
+  kernels::dispatch_float(x.dtype(), "layer_norm", [](auto) {});
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    const char* what = p == &weight ? "weight" : "bias";
+    if (p->shape() != normalized_shape)
+      fail("layer_norm", what, " of shape ", p->shape(), " does not match normalized_shape ", normalized_shape);
+    check_same_dtype("layer_norm", what, x, *p);
+  }
+  const int64_t N = numel_of(normalized_shape);
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  const Tensor xc = contig(x);
+  const Tensor wc = weight.defined() ? contig(weight) : Tensor();
+  const Tensor bc = bias.defined() ? contig(bias) : Tensor();
+  Tensor out = empty(xs, x.dtype());
+  Tensor mean = empty({M}, x.dtype()), rstd = empty({M}, x.dtype());
+  kernels::dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = xc.data_ptr<T>();
+    const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
+    const T* pb = bc.defined() ? bc.data_ptr<T>() : nullptr;
+    T* py = out.data_ptr<T>();
+    T* pm = mean.data_ptr<T>();
+    T* pr = rstd.data_ptr<T>();
+    for (int64_t r = 0; r < M; ++r) {
+      const T* xr = px + r * N;
+      T* yr = py + r * N;  // (x - mean) first, then the output
+      const T m = vec::sum(xr, N) / static_cast<T>(N);
+      for (int64_t i = 0; i < N; ++i) yr[i] = xr[i] - m;
+      const T var = vec::dot<T>(yr, yr, N) / static_cast<T>(N);  // biased, two-pass
+      const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
+      pm[r] = m;
+      pr[r] = rs;
+      if (pw && pb) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i] + pb[i];
+      } else if (pw) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i];
+      } else if (pb) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs + pb[i];
+      } else {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs;
+      }
+    }
+  });
+  return record("NativeLayerNormBackward0", out, {x, weight, bias},
+                [xsv = save(x), wsv = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = xhat * w + b with xhat = (x - mean) * rstd, so
+    //   dbias = sum_rows(dy), dweight = sum_rows(dy * xhat),
+    //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w
+    const Tensor xc = contig(xsv.get());
+    const Tensor wc = wsv.defined() ? contig(wsv.get()) : Tensor();
+    const Tensor dy = contig(dout);
+    const bool want_x = grads.wants(0), want_w = grads.wants(1), want_b = grads.wants(2);
+    const DType dt = xc.dtype();
+    Tensor dx = want_x ? empty(xc.shape(), dt) : Tensor();
+    Tensor dw = want_w ? zeros(normalized_shape, dt) : Tensor();
+    Tensor db = want_b ? zeros(normalized_shape, dt) : Tensor();
+    kernels::dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = xc.data_ptr<T>();
+      const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
+      const T* pd = dy.data_ptr<T>();
+      const T* pm = mean.data_ptr<T>();
+      const T* pr = rstd.data_ptr<T>();
+      T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
+      T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
+      T* pdb = want_b ? db.data_ptr<T>() : nullptr;
+      std::vector<T> xhat(N), g(N);
+      const T invN = T(1) / static_cast<T>(N);
+      for (int64_t r = 0; r < M; ++r) {
+        const T* xr = px + r * N;
+        const T* dr = pd + r * N;
+        const T m = pm[r], rs = pr[r];
+        for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
+        if (pdw)
+          for (int64_t i = 0; i < N; ++i) pdw[i] += dr[i] * xhat[i];
+        if (pdb)
+          for (int64_t i = 0; i < N; ++i) pdb[i] += dr[i];
+        if (!pdx) continue;
+        if (pw) {
+          for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * pw[i];
+        } else {
+          std::copy(dr, dr + N, g.begin());
+        }
+        const T g_mean = vec::sum(g.data(), N) * invN;
+        const T gx_mean = vec::dot(g.data(), xhat.data(), N) * invN;
+        T* dxr = pdx + r * N;
+        for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
+      }
+    });
+    if (want_x) grads.add(0, dx);
+    if (want_w) grads.add(1, dw);
+    if (want_b) grads.add(2, db);
+  });
+}
+
+// ---------------------------------------------------------------- cross_entropy
+// The class dim is the LAST dim: logits (N, C) or (B, T, C) with targets (N) or (B, T). This
+// differs from torch's F.cross_entropy, which wants classes in dim 1 ((B, C, T) for
+// sequences); GPT code flattens first, as in Raschka's calc_loss_batch:
+//   F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+// and xgrad's cross_entropy(logits, targets) gives the same value and gradient for (B, T, C).
+// The mean is over targets != ignore_index (NaN when all are ignored, like torch's 0/0).
+// reference: torch's log_softmax + nll_loss (reduction='mean'); llm.c crossentropy_softmax_backward.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  if (logits.dim() != 2 && logits.dim() != 3)
+    fail("cross_entropy", "logits must be (N, C) or (B, T, C) with classes last, got shape ",
+         logits.shape());
+  kernels::dispatch_float(logits.dtype(), "cross_entropy", [](auto) {});
+  if (targets.dtype() != kInt64)
+    fail("cross_entropy", "targets must be int64 class indices, got a ", dtype_name(targets.dtype()),
+         " tensor of shape ", targets.shape());
+  const Shape expected(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != expected)
+    fail("cross_entropy", "targets of shape ", targets.shape(), " do not match logits of shape ",
+         logits.shape(), " (expected targets of shape ", expected, "; classes are the last dim)");
+  const int64_t C = logits.shape().back();
+  const int64_t N = numel_of(expected);
+  const Tensor tc = contig(targets);
+  const int64_t* pt = tc.data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    if (pt[i] == ignore_index) continue;
+    if (pt[i] < 0 || pt[i] >= C)
+      fail("cross_entropy", "target ", pt[i], " is out of bounds for ", C, " classes (logits shape ",
+           logits.shape(), ", ignore_index ", ignore_index, ")");
+    ++count;
+  }
+  const Tensor xc = contig(logits);
+  Tensor lse = empty({N}, logits.dtype());  // log(sum(exp(row))), per row
+  Tensor out = empty({}, logits.dtype());
+  kernels::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = xc.data_ptr<T>();
+    T* pl = lse.data_ptr<T>();
+    double total = 0.0;
+    for (int64_t r = 0; r < N; ++r) {
+      if (pt[r] == ignore_index) {
+        pl[r] = T(0);
+        continue;
+      }
+      const T* xr = px + r * C;
+      const T m = vec::max(xr, C);
+      pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
+      total += static_cast<double>(pl[r] - xr[pt[r]]);  // -log_softmax(x)[target]
+    }
+    *out.data_ptr<T>() = static_cast<T>(total / static_cast<double>(count));
+  });
+  return record("NllLossBackward0", out, {logits},
+                [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index](const Tensor& dout, Grads& grads) {
+    // in the forward pass loss = mean_r(lse_r - x[r, t_r]), so
+    // dx[r] = (softmax(x[r]) - onehot(t_r)) * dloss / count, and 0 for ignored rows
+    const Tensor& xv = xs.get();
+    Tensor dx = empty(xv.shape(), xv.dtype());
+    kernels::dispatch_float(xv.dtype(), "cross_entropy_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T gscale = static_cast<T>(dout.item() / static_cast<double>(count));
+      const T* px = xv.data_ptr<T>();
+      const T* pl = lse.data_ptr<T>();
+      const int64_t* ptg = ts.get().data_ptr<int64_t>();
+      T* pdx = dx.data_ptr<T>();
+      for (int64_t r = 0; r < N; ++r) {
+        T* dr = pdx + r * C;
+        if (ptg[r] == ignore_index) {
+          std::fill(dr, dr + C, T(0));
+          continue;
+        }
+        const T l = pl[r];
+        vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
+        dr[ptg[r]] -= gscale;
+      }
+    });
+    grads.add(0, dx);
+  });
+}
+
+// ---------------------------------------------------------------- mse_loss
+// mean((input - target)^2). Shapes must match exactly: torch broadcasts them with a warning,
+// which is almost always a bug ((N, 1) against (N) gives an (N, N) loss), so xgrad throws.
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  check_same_dtype("mse_loss", "input/target", input, target);
+  if (input.shape() != target.shape())
+    fail("mse_loss", "input of shape ", input.shape(), " and target of shape ", target.shape(),
+         " differ (xgrad does not broadcast here; reshape one of them)");
+  const Tensor a = contig(input), b = contig(target);
+  const int64_t n = a.numel();
+  Tensor out = empty({}, input.dtype());
+  kernels::dispatch_float(input.dtype(), "mse_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data_ptr<T>();
+    const T* pb = b.data_ptr<T>();
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(pa[i]) - static_cast<double>(pb[i]);
+      total += d * d;
+    }
+    *out.data_ptr<T>() = static_cast<T>(total / static_cast<double>(n));
+  });
+  return record("MseLossBackward0", out, {input, target},
+                [as = save(a), bs = save(b), n](const Tensor& dout, Grads& grads) {
+    // in the forward pass loss = sum((a - b)^2) / n, so da = 2 (a - b) dloss / n = -db
+    const Tensor& av = as.get();
+    const Tensor& bv = bs.get();
+    Tensor da = empty(av.shape(), av.dtype());
+    kernels::dispatch_float(av.dtype(), "mse_loss_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T norm = static_cast<T>(2.0 * dout.item() / static_cast<double>(n));
+      const T* pa = av.data_ptr<T>();
+      const T* pb = bv.data_ptr<T>();
+      T* pd = da.data_ptr<T>();
+      for (int64_t i = 0; i < n; ++i) pd[i] = norm * (pa[i] - pb[i]);
+    });
+    if (grads.wants(1)) {
+      Tensor db = empty(da.shape(), da.dtype());
+      kernels::dispatch_float(da.dtype(), "mse_loss_backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T* pd = da.data_ptr<T>();
+        T* pb = db.data_ptr<T>();
+        for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
+      });
+      grads.add(1, db);
+    }
+    if (grads.wants(0)) grads.add(0, da);
+  });
+}
+
+}  // namespace xgrad

@@ -1,0 +1,474 @@
+// core/src/ops/reduce.cpp: reductions (sum, mean, var, max/min, amax, argmax/argmin).
+//
+// How a reduction runs: stride-0 (expanded) dims are folded in without reading them twice,
+// the rest of the input (made contiguous) is seen as groups of adjacent dims that are all
+// reduced or all kept, size-1 dims dropped. Each reduced group is removed by one pass over an
+// (A, R, B) block: B == 1 reduces contiguous rows (sum over the last dim) with 16 independent
+// lanes the compiler vectorises; B > 1 accumulates whole rows of B (sum over leading dims,
+// e.g. the bias gradient (B*T, C) -> (C)). Float sums accumulate in double.
+// max/min/argmax along one dim use the same (A, R, B) view and keep the first index on ties.
+// Adding a reduction: an Op struct (init/step/merge/repeat) for reduce_passes, then record().
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+// ---------------------------------------------------------------- dims
+int64_t wrap_dim(const char* op, int64_t d, const Shape& shape) {
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
+  if (d < -r || d >= r)
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
+         -r, ", ", r - 1, "])");
+  return d < 0 ? d + r : d;
+}
+
+// Which dims are reduced (dims empty = all); negative dims wrap, repeats are rejected.
+std::vector<bool> reduced_mask(const char* op, const Shape& shape, const Shape& dims) {
+  std::vector<bool> mask(shape.size(), dims.empty());
+  std::vector<bool> seen(std::max<std::size_t>(shape.size(), 1), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(op, d, shape);
+    if (seen[w]) fail(op, "dim ", w, " appears multiple times in the list of dims ", dims, " (shape ", shape, ")");
+    seen[w] = true;
+    if (!shape.empty()) mask[w] = true;
+  }
+  return mask;
+}
+
+Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, bool keepdim) {
+  Shape out;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!mask[d]) out.push_back(shape[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+int64_t reduced_count(const Shape& shape, const std::vector<bool>& mask) {
+  int64_t n = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (mask[d]) n *= shape[d];
+  return n;
+}
+
+// ---------------------------------------------------------------- the (A, R, B) passes
+template <class Acc> struct SumOp {
+  static Acc init() { return Acc(0); }
+  template <class X> static Acc step(Acc acc, X x) { return acc + static_cast<Acc>(x); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+  static Acc repeat(Acc a, int64_t n) { return a * static_cast<Acc>(n); }  // n equal terms
+};
+// max/min propagate NaN (x != x), like torch.
+template <class Acc> struct MaxOp {
+  static Acc init() {
+    if constexpr (std::numeric_limits<Acc>::has_infinity) return -std::numeric_limits<Acc>::infinity();
+    else return std::numeric_limits<Acc>::lowest();
+  }
+  template <class X> static Acc step(Acc acc, X x) { return (x > acc || x != x) ? Acc(x) : acc; }
+  static Acc merge(Acc a, Acc b) { return step(a, b); }
+  static Acc repeat(Acc a, int64_t) { return a; }
+};
+template <class Acc> struct MinOp {
+  static Acc init() {
+    if constexpr (std::numeric_limits<Acc>::has_infinity) return std::numeric_limits<Acc>::infinity();
+    else return std::numeric_limits<Acc>::max();
+  }
+  template <class X> static Acc step(Acc acc, X x) { return (x < acc || x != x) ? Acc(x) : acc; }
+  static Acc merge(Acc a, Acc b) { return step(a, b); }
+  static Acc repeat(Acc a, int64_t) { return a; }
+};
+
+// y[a, b] = Op over r of x[a, r, b], x contiguous (A, R, B).
+template <class Op, class Acc, class In, class Out>
+void reduce_pass(const In* x, Out* y, int64_t A, int64_t R, int64_t B) {
+  if (B == 1) {
+    constexpr int L = 16;  // independent lanes: vectorised, and a pairwise-ish float sum
+    for (int64_t a = 0; a < A; ++a) {
+      const In* row = x + a * R;
+      Acc lane[L];
+      for (int k = 0; k < L; ++k) lane[k] = Op::init();
+      int64_t r = 0;
+      for (; r + L <= R; r += L) {
+#pragma GCC unroll 1  // keep the lane loop a loop: GCC vectorises it (fully unrolled, max/min's select is not)
+        for (int k = 0; k < L; ++k) lane[k] = Op::step(lane[k], row[r + k]);
+      }
+      for (int k = 0; r < R; ++r, ++k) lane[k] = Op::step(lane[k], row[r]);
+      for (int w = L / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; ++k) lane[k] = Op::merge(lane[k], lane[k + w]);
+      y[a] = static_cast<Out>(lane[0]);
+    }
+    return;
+  }
+  std::vector<Acc> acc(static_cast<std::size_t>(B));
+  for (int64_t a = 0; a < A; ++a) {
+    std::fill(acc.begin(), acc.end(), Op::init());
+    Acc* pa = acc.data();
+    for (int64_t r = 0; r < R; ++r) {
+      const In* row = x + (a * R + r) * B;
+      for (int64_t b = 0; b < B; ++b) pa[b] = Op::step(pa[b], row[b]);
+    }
+    Out* py = y + a * B;
+    for (int64_t b = 0; b < B; ++b) py[b] = static_cast<Out>(pa[b]);
+  }
+}
+
+struct Group {
+  int64_t size;
+  bool reduced;
+};
+
+// Groups of adjacent dims with the same reduced flag (size-1 dims dropped).
+std::vector<Group> group_dims(const Shape& shape, const std::vector<bool>& mask) {
+  std::vector<Group> g;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (!g.empty() && g.back().reduced == mask[d]) g.back().size *= shape[d];
+    else g.push_back({shape[d], static_cast<bool>(mask[d])});
+  }
+  return g;
+}
+
+// out (fresh, `out_shape`, element type Out) = Op over the masked dims of `a`, which has
+// element type In; intermediate passes keep Acc precision. Dims broadcast with stride 0 hold
+// one value: a reduced one is folded in by Op::repeat (a sum multiplies by its size), a kept
+// one is reduced once and broadcast into the output, so an expanded gradient is never copied.
+template <class Op, class Acc, class In, class Out>
+Tensor reduce_passes(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape, DType out_dtype) {
+  Tensor out = empty(out_shape, out_dtype);
+  if (out.numel() == 0) return out;
+  if (a.numel() == 0) {  // reducing an empty dim gives the identity (sum of nothing = 0)
+    Out* py = out.data_ptr<Out>();
+    std::fill(py, py + out.numel(), static_cast<Out>(Op::init()));
+    return out;
+  }
+  Shape shape = a.shape();
+  int64_t repeat = 1;
+  bool broadcast_kept = false;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (a.strides()[d] != 0 || shape[d] == 1) continue;
+    if (mask[d]) repeat *= shape[d];
+    else broadcast_kept = true;
+    shape[d] = 1;
+  }
+  // detached: no CloneBackward0 node for an internal copy
+  const Tensor x = make_view(a.detach(), shape, a.strides(), a.storage_offset()).contiguous();
+  const Shape keep = reduced_shape(shape, mask, /*keepdim=*/true);
+  Tensor dst = broadcast_kept ? empty(keep, out_dtype) : out;
+  Out* py = dst.data_ptr<Out>();
+
+  std::vector<Group> groups = group_dims(x.shape(), mask);
+  const auto last_reduced = [&] {
+    for (int64_t i = static_cast<int64_t>(groups.size()) - 1; i >= 0; --i)
+      if (groups[i].reduced) return i;
+    return int64_t{-1};
+  };
+  int64_t g = last_reduced();
+  if (g < 0) {  // nothing left to reduce but size-1 dims: a converting copy
+    kernels::copy_into(make_view(dst, x.shape(), contiguous_strides(x.shape()), 0), x);
+  }
+  const In* src = x.data_ptr<In>();
+  std::vector<Acc> buf, next;
+  bool from_buf = false;
+  while (g >= 0) {
+    int64_t A = 1, B = 1;
+    for (int64_t i = 0; i < g; ++i) A *= groups[i].size;
+    for (std::size_t i = g + 1; i < groups.size(); ++i) B *= groups[i].size;
+    const int64_t R = groups[g].size;
+    groups.erase(groups.begin() + g);
+    g = last_reduced();
+    if (g < 0) {  // the last pass writes the output
+      if (from_buf) reduce_pass<Op, Acc>(buf.data(), py, A, R, B);
+      else reduce_pass<Op, Acc>(src, py, A, R, B);
+    } else {
+      next.resize(static_cast<std::size_t>(A * B));
+      if (from_buf) reduce_pass<Op, Acc>(buf.data(), next.data(), A, R, B);
+      else reduce_pass<Op, Acc>(src, next.data(), A, R, B);
+      buf.swap(next);
+      from_buf = true;
+    }
+  }
+  if (repeat > 1)
+    for (int64_t i = 0, n = dst.numel(); i < n; ++i)
+      py[i] = static_cast<Out>(Op::repeat(static_cast<Acc>(py[i]), repeat));
+  if (broadcast_kept) {  // out seen with keepdim sizes <- dst, broadcast over the stride-0 dims
+    const Shape full_keep = reduced_shape(a.shape(), mask, /*keepdim=*/true);
+    kernels::copy_into(make_view(out, full_keep, contiguous_strides(full_keep), 0), dst);
+  }
+  return out;
+}
+
+// sum without autograd: float -> same dtype, int64/bool -> int64.
+Tensor sum_values(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape) {
+  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>)
+      return reduce_passes<SumOp<double>, double, T, T>(a, mask, out_shape, a.dtype());
+    else
+      return reduce_passes<SumOp<int64_t>, int64_t, T, int64_t>(a, mask, out_shape, kInt64);
+  });
+}
+
+// max/min values without autograd (float32/float64/int64), in the input's own precision.
+template <template <class> class Op>
+Tensor extreme_values(const char* op, const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape) {
+  for (std::size_t d = 0; d < mask.size(); ++d)
+    if (mask[d] && a.shape()[d] == 0)
+      fail(op, "cannot reduce over dim ", d, " of size 0 (shape ", a.shape(), "): the result has no identity");
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    return reduce_passes<Op<T>, T, T, T>(a, mask, out_shape, a.dtype());
+  };
+  if (a.dtype() == kInt64) return run(int64_t{});
+  return kernels::dispatch_float(a.dtype(), op, run);
+}
+
+// dout (the reduced shape, with or without keepdim) seen with size-1 reduced dims.
+Tensor keepdim_view(const Tensor& dout, const Shape& in_shape, const std::vector<bool>& mask) {
+  return dout.reshape(reduced_shape(in_shape, mask, /*keepdim=*/true));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- sum / mean
+Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
+  const std::vector<bool> mask = reduced_mask("sum", a.shape(), dims);
+  Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
+  const char* name = dims.empty() && !keepdim ? "SumBackward0" : "SumBackward1";
+  return record(name, out, {a}, [in_shape = a.shape(), mask](const Tensor& dout, Grads& grads) {
+    // in the forward pass every input element was added once, so dx = dout broadcast back
+    grads.add(0, keepdim_view(dout, in_shape, mask).expand(in_shape));
+  });
+}
+
+Tensor sum(const Tensor& a) { return sum(a, {}, false); }
+
+Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
+  if (!a.is_floating_point())
+    fail("mean", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
+         a.shape(), " (convert with .to(kFloat32) first)");
+  const std::vector<bool> mask = reduced_mask("mean", a.shape(), dims);
+  const int64_t n = reduced_count(a.shape(), mask);
+  Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
+  kernels::dispatch_float(out.dtype(), "mean", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data_ptr<T>();
+    const T count = static_cast<T>(n);
+    for (int64_t i = 0, m = out.numel(); i < m; ++i) p[i] /= count;  // 0/0 = nan when empty
+  });
+  const char* name = dims.empty() && !keepdim ? "MeanBackward0" : "MeanBackward1";
+  return record(name, out, {a}, [in_shape = a.shape(), mask, n](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = sum / n, so dx = dout / n broadcast back
+    grads.add(0, keepdim_view(div(dout, static_cast<double>(n)), in_shape, mask).expand(in_shape));
+  });
+}
+
+Tensor mean(const Tensor& a) { return mean(a, {}, false); }
+
+// ---------------------------------------------------------------- var
+Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
+  if (!a.is_floating_point())
+    fail("var", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
+  const std::vector<bool> mask = reduced_mask("var", a.shape(), dims);
+  const int64_t n = reduced_count(a.shape(), mask);
+  const double denom = static_cast<double>(n) - (unbiased ? 1.0 : 0.0);  // 0 gives nan/inf like torch
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // two passes: mean, then the squared deviations
+    const Shape keep = reduced_shape(a.shape(), mask, true);
+    Tensor centered = sub(a, div(sum_values(a, mask, keep), static_cast<double>(n)));
+    out = div(sum_values(mul(centered, centered), mask, reduced_shape(a.shape(), mask, keepdim)), denom);
+  }
+  return record("VarBackward0", out, {a}, [as = save(a), mask, n, denom](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = sum((x - mean)^2) / denom, so dx = dout * 2 (x - mean) / denom
+    // (the mean's own gradient term sums to zero)
+    const Tensor& x = as.get();
+    const Shape keep = reduced_shape(x.shape(), mask, true);
+    Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+    grads.add(0, mul(centered, mul(dout.reshape(keep), 2.0 / denom)));
+  });
+}
+
+Tensor var(const Tensor& a, bool unbiased) { return var(a, {}, unbiased, false); }
+
+// ---------------------------------------------------------------- max / min / amax (values)
+namespace {
+// For a value that several elements share: the gradient is split evenly among them (torch's
+// evenly_distribute_backward / amax backward); a NaN result selects the NaN inputs.
+Tensor split_among_ties(const Tensor& x, const Tensor& value_keep, const Tensor& dout_keep,
+                        const std::vector<bool>& mask) {
+  const Tensor is_nan_result = ne(value_keep, value_keep);
+  Tensor hit = where(is_nan_result, ne(x, x), eq(x, value_keep)).to(x.dtype());
+  const Tensor count = sum_values(hit, mask, value_keep.shape());
+  return mul(hit, div(dout_keep, count));
+}
+}  // namespace
+
+Tensor max(const Tensor& a) {
+  const std::vector<bool> mask(a.dim(), true);
+  if (a.numel() == 0) fail("max", "expected a non-empty tensor, got shape ", a.shape());
+  Tensor out = extreme_values<MaxOp>("max", a, mask, {});
+  return record("MaxBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = the largest element, so its gradient goes there (split on ties)
+    const Shape keep = reduced_shape(as.get().shape(), mask, true);
+    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+  });
+}
+
+Tensor min(const Tensor& a) {
+  const std::vector<bool> mask(a.dim(), true);
+  if (a.numel() == 0) fail("min", "expected a non-empty tensor, got shape ", a.shape());
+  Tensor out = extreme_values<MinOp>("min", a, mask, {});
+  return record("MinBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = the smallest element, so its gradient goes there (split on ties)
+    const Shape keep = reduced_shape(as.get().shape(), mask, true);
+    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+  });
+}
+
+Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) {
+  const std::vector<bool> mask = reduced_mask("amax", a.shape(), dims);
+  Tensor out = extreme_values<MaxOp>("amax", a, mask, reduced_shape(a.shape(), mask, keepdim));
+  return record("AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = the largest element of each slice: the gradient is split
+    // evenly among the elements equal to it
+    const Shape keep = reduced_shape(as.get().shape(), mask, true);
+    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+  });
+}
+
+// ---------------------------------------------------------------- along one dim, with indices
+namespace {
+// values[a, b] and indices[a, b] of the best x[a, r, b] over r (x contiguous (A, R, B)); the
+// first index wins ties; a NaN beats everything (the first NaN).
+template <bool kMax, class T>
+void arg_pass(const T* x, T* val, int64_t* idx, int64_t A, int64_t R, int64_t B) {
+  const auto better = [](T v, T best) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (best != best) return false;
+      if (v != v) return true;
+    }
+    return kMax ? v > best : v < best;
+  };
+  if (B == 1) {  // rows: the extreme value by the vectorised pass, then its first index
+    using Op = std::conditional_t<kMax, MaxOp<T>, MinOp<T>>;
+    reduce_pass<Op, T>(x, val, A, R, 1);
+    for (int64_t a = 0; a < A; ++a) {
+      const T* row = x + a * R;
+      const T v = val[a];
+      int64_t r = 0;
+      if (v != v) {
+        while (r < R - 1 && row[r] == row[r]) ++r;  // the first NaN
+      } else {
+        while (r < R - 1 && row[r] != v) ++r;
+      }
+      idx[a] = r;
+    }
+    return;
+  }
+  for (int64_t a = 0; a < A; ++a) {
+    const T* base = x + a * R * B;
+    T* pv = val + a * B;
+    int64_t* pi = idx + a * B;
+    for (int64_t b = 0; b < B; ++b) {
+      pv[b] = base[b];
+      pi[b] = 0;
+    }
+    for (int64_t r = 1; r < R; ++r) {
+      const T* row = base + r * B;
+      for (int64_t b = 0; b < B; ++b)
+        if (better(row[b], pv[b])) {
+          pv[b] = row[b];
+          pi[b] = r;
+        }
+    }
+  }
+}
+
+// (values, indices) of max or min along `dim`, without autograd.
+template <bool kMax>
+ValuesIndices arg_reduce(const char* op, const Tensor& a, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(op, dim, a.shape());
+  const int64_t R = a.dim() == 0 ? 1 : a.shape()[d];
+  if (R == 0) fail(op, "cannot reduce over dim ", d, " of size 0 (shape ", a.shape(), ")");
+  std::vector<bool> mask(a.dim(), false);
+  if (a.dim() > 0) mask[d] = true;
+  const Shape out_shape = reduced_shape(a.shape(), mask, keepdim);
+  int64_t A = 1, B = 1;
+  for (int64_t i = 0; i < a.dim(); ++i) {
+    if (i < d) A *= a.shape()[i];
+    if (i > d) B *= a.shape()[i];
+  }
+  ValuesIndices r{empty(out_shape, a.dtype()), empty(out_shape, kInt64)};
+  if (r.values.numel() == 0) return r;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor x = a.detach().contiguous();
+    arg_pass<kMax>(x.data_ptr<T>(), r.values.data_ptr<T>(), r.indices.data_ptr<int64_t>(), A, R, B);
+  };
+  if (a.dtype() == kInt64) run(int64_t{});
+  else kernels::dispatch_float(a.dtype(), op, run);
+  return r;
+}
+
+// dx = dout placed at each slice's chosen index along dim, zeros elsewhere.
+Tensor scatter_to_index(const Tensor& dout, const Tensor& indices, const Shape& in_shape, int64_t dim) {
+  Tensor dx = zeros(in_shape, dout.dtype());
+  if (dx.numel() == 0) return dx;
+  const int64_t d = in_shape.empty() ? 0 : (dim < 0 ? dim + static_cast<int64_t>(in_shape.size()) : dim);
+  int64_t A = 1, B = 1, R = in_shape.empty() ? 1 : in_shape[d];
+  for (int64_t i = 0; i < static_cast<int64_t>(in_shape.size()); ++i) {
+    if (i < d) A *= in_shape[i];
+    if (i > d) B *= in_shape[i];
+  }
+  const Tensor g = dout.contiguous();
+  const Tensor ix = indices.contiguous();
+  kernels::dispatch_float(dx.dtype(), "max", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = g.data_ptr<T>();
+    const int64_t* pi = ix.data_ptr<int64_t>();
+    T* px = dx.data_ptr<T>();
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t b = 0; b < B; ++b) px[(a * R + pi[a * B + b]) * B + b] = pg[a * B + b];
+  });
+  return dx;
+}
+
+template <bool kMax>
+ValuesIndices max_min_dim(const char* op, const char* node, const Tensor& a, int64_t dim, bool keepdim) {
+  ValuesIndices r = arg_reduce<kMax>(op, a, dim, keepdim);
+  r.values = record(node, r.values, {a},
+                    [in_shape = a.shape(), dim, is = save(r.indices)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = x at the chosen index, so the gradient goes to that element
+    grads.add(0, scatter_to_index(dout, is.get(), in_shape, dim));
+  });
+  return r;
+}
+}  // namespace
+
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+  return max_min_dim<true>("max", "MaxBackward0", a, dim, keepdim);
+}
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) {
+  return max_min_dim<false>("min", "MinBackward0", a, dim, keepdim);
+}
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_reduce<true>("argmax", a, dim, keepdim).indices;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_reduce<false>("argmin", a, dim, keepdim).indices;
+}
+Tensor argmax(const Tensor& a) {
+  if (a.numel() == 0) fail("argmax", "expected a non-empty tensor, got shape ", a.shape());
+  return arg_reduce<true>("argmax", a.reshape({-1}), 0, false).indices;
+}
+
+}  // namespace xgrad

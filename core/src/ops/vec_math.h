@@ -1,0 +1,145 @@
+// core/src/ops/vec_math.h (private): SIMD loops over contiguous buffers for the activation
+// and nn_functional families (softmax rows, exp, erf, tanh maps).
+//
+// With xsimd (Debian's libxsimd-dev, header-only) the maps run on xsimd::batch<T> with its
+// vectorised exp/erf/tanh (AVX-512 under -march=native, SSE2 otherwise); without it they fall
+// back to scalar std:: calls, so the library still builds (-DXGRAD_NO_XSIMD forces that). A map's functor is a generic
+// lambda called both with a batch and with a scalar (for the tail), so write it with the
+// v* helpers below and T-typed constants:
+//
+//   vec::map(x, y, n, [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
+//
+// xsimd's exp flushes results below the smallest normal float to 0 and returns inf from
+// ~88.7 up (std::exp: denormals, inf from ~88.72); every caller here feeds it x - max <= 0
+// or tolerates that.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#if !defined(XGRAD_NO_XSIMD) && __has_include(<xsimd/xsimd.hpp>)
+#include <xsimd/xsimd.hpp>
+#define XGRAD_HAVE_XSIMD 1
+#else
+#define XGRAD_HAVE_XSIMD 0
+#endif
+
+namespace xgrad::vec {
+
+#if XGRAD_HAVE_XSIMD
+template <class V> inline V vexp(const V& v) { return xsimd::exp(v); }
+template <class V> inline V verf(const V& v) { return xsimd::erf(v); }
+template <class V> inline V vtanh(const V& v) { return xsimd::tanh(v); }
+template <class V> inline V vlog(const V& v) { return xsimd::log(v); }
+#else
+template <class V> inline V vexp(const V& v) { return std::exp(v); }
+template <class V> inline V verf(const V& v) { return std::erf(v); }
+template <class V> inline V vtanh(const V& v) { return std::tanh(v); }
+template <class V> inline V vlog(const V& v) { return std::log(v); }
+#endif
+
+// y[i] = f(x[i]) for i < n (x and y may alias).
+template <class T, class F>
+inline void map(const T* x, T* y, int64_t n, F&& f) {
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
+#endif
+  for (; i < n; ++i) y[i] = f(x[i]);
+}
+
+// y[i] = f(a[i], b[i]) for i < n.
+template <class T, class F>
+inline void map2(const T* a, const T* b, T* y, int64_t n, F&& f) {
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  for (; i + W <= n; i += W)
+    f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(y + i);
+#endif
+  for (; i < n; ++i) y[i] = f(a[i], b[i]);
+}
+
+// max over x[0..n); -inf for n == 0. NaNs are not propagated (std::max semantics), but a
+// NaN in a row still makes that row's softmax NaN through exp.
+template <class T>
+inline T max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  if (n >= W) {
+    B acc = B::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, B::load_unaligned(x + i));
+    alignas(64) T lanes[W];
+    acc.store_aligned(lanes);
+    for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
+  }
+#endif
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// y[i] = exp(x[i] - shift) (y may be null: only the sum is wanted); returns the sum of them.
+template <class T>
+inline T exp_sub_sum(const T* x, T* y, int64_t n, T shift) {
+  T s = 0;
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  B acc(T(0));
+  const B sh(shift);
+  for (; i + W <= n; i += W) {
+    const B e = xsimd::exp(B::load_unaligned(x + i) - sh);
+    if (y) e.store_unaligned(y + i);
+    acc += e;
+  }
+  s = xsimd::hadd(acc);
+#endif
+  for (; i < n; ++i) {
+    const T e = std::exp(x[i] - shift);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+// sum of a[i] * b[i]
+template <class T>
+inline T dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  B acc(T(0));
+  for (; i + W <= n; i += W) acc = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), acc);
+  s = xsimd::hadd(acc);
+#endif
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// sum of a[i]
+template <class T>
+inline T sum(const T* a, int64_t n) {
+  T s = 0;
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  B acc(T(0));
+  for (; i + W <= n; i += W) acc += B::load_unaligned(a + i);
+  s = xsimd::hadd(acc);
+#endif
+  for (; i < n; ++i) s += a[i];
+  return s;
+}
+
+}  // namespace xgrad::vec

@@ -1,0 +1,293 @@
+// core/src/ops/views.cpp: the zero-copy views (view, reshape, flatten, transpose, permute,
+// slice, narrow, select, unsqueeze, squeeze, expand). Each makes a new shape/strides/offset
+// over the same storage; each backward maps the gradient back to the input's shape.
+#include <algorithm>
+#include <numeric>
+
+#include "kernels.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (d < -r || d >= r)
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape,
+         " (expected in [", -r, ", ", r - 1, "])");
+  return d < 0 ? d + r : d;
+}
+
+// Resolves one -1 and checks the element count.
+Shape infer_shape(const char* op, const Shape& from, Shape to) {
+  int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    if (to[i] == -1) {
+      if (infer >= 0) fail(op, "only one dimension can be -1, got ", to);
+      infer = static_cast<int64_t>(i);
+    } else if (to[i] < 0) {
+      fail(op, "invalid size ", to[i], " in shape ", to);
+    } else {
+      known *= to[i];
+    }
+  }
+  const int64_t n = numel_of(from);
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      fail(op, "shape ", to, " is invalid for input of size ", n, " (shape ", from, ")");
+    to[infer] = n / known;
+  } else if (known != n) {
+    fail(op, "shape ", to, " is invalid for input of size ", n, " (shape ", from, ")");
+  }
+  return to;
+}
+
+// Strides for viewing (shape, strides) as new_shape without copying, if possible
+// (reference: torch's at::detail::computeStride). Empty optional when impossible.
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
+  Shape out(new_shape.size());
+  if (numel_of(shape) == 0) return contiguous_strides(new_shape);
+  if (shape.empty()) {
+    std::fill(out.begin(), out.end(), 1);
+    return out;
+  }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(shape.size()) - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel *= shape[tensor_d];
+    if (tensor_d == 0 ||
+        (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Tensor view_as_shape(const Tensor& self, const Shape& shape, const Shape& strides) {
+  return make_view(self, shape, strides, self.storage_offset());
+}
+}  // namespace
+
+Tensor Tensor::view(Shape requested) const {
+  const Shape new_shape = infer_shape("view", shape(), std::move(requested));
+  auto st = view_strides(shape(), strides(), new_shape);
+  if (!st)
+    fail("view", "cannot view a tensor of shape ", shape(), " and strides ", strides(), " as shape ",
+         new_shape, ": its elements are not laid out contiguously in memory (a transpose or "
+         "permute made it non-contiguous). Call .contiguous().view(...) or use .reshape(...), "
+         "which copies when it must");
+  Tensor out = view_as_shape(*this, new_shape, *st);
+  const Shape in_shape = shape();
+  return record("ViewBackward0", out, {*this}, [in_shape](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = self seen with a new shape, so dself = dout in the old one
+    grads.add(0, dout.reshape(in_shape));
+  });
+}
+
+Tensor Tensor::reshape(Shape requested) const {
+  const Shape new_shape = infer_shape("reshape", shape(), std::move(requested));
+  if (view_strides(shape(), strides(), new_shape)) return view(new_shape);
+  return clone().view(new_shape);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  const int64_t s = wrap("flatten", start_dim, dim(), shape());
+  const int64_t e = wrap("flatten", end_dim, dim(), shape());
+  if (s > e) fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", shape());
+  Shape out(shape().begin(), shape().begin() + s);
+  int64_t merged = 1;
+  for (int64_t d = s; d <= e; ++d) merged *= shape()[d];
+  out.push_back(merged);
+  out.insert(out.end(), shape().begin() + e + 1, shape().end());
+  return reshape(out);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const int64_t a = wrap("transpose", dim0, dim(), shape());
+  const int64_t b = wrap("transpose", dim1, dim(), shape());
+  if (dim() == 0) return *this;
+  Shape sh = shape(), st = strides();
+  std::swap(sh[a], sh[b]);
+  std::swap(st[a], st[b]);
+  Tensor out = make_view(*this, sh, st, storage_offset());
+  return record("TransposeBackward0", out, {*this}, [a, b](const Tensor& dout, Grads& grads) {
+    // in the forward pass dims a and b were swapped, so swap them back
+    grads.add(0, dout.transpose(a, b));
+  });
+}
+
+Tensor Tensor::t() const {
+  if (dim() > 2) fail("t", "expects a tensor with <= 2 dimensions, got shape ", shape(), "; use transpose(d0, d1)");
+  if (dim() < 2) return *this;
+  return transpose(0, 1);
+}
+
+Tensor Tensor::permute(Shape dims) const {
+  if (static_cast<int64_t>(dims.size()) != dim())
+    fail("permute", "got ", dims.size(), " dims ", dims, " for a tensor of shape ", shape());
+  Shape sh(dims.size()), st(dims.size()), inverse(dims.size());
+  std::vector<bool> used(dims.size(), false);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap("permute", dims[i], dim(), shape());
+    if (used[d]) fail("permute", "repeated dim in ", dims);
+    used[d] = true;
+    sh[i] = shape()[d];
+    st[i] = strides()[d];
+    inverse[d] = static_cast<int64_t>(i);
+  }
+  Tensor out = make_view(*this, sh, st, storage_offset());
+  return record("PermuteBackward0", out, {*this}, [inverse](const Tensor& dout, Grads& grads) {
+    // in the forward pass out dim i was self dim dims[i], so apply the inverse permutation
+    grads.add(0, dout.permute(inverse));
+  });
+}
+
+// Scatters dout into zeros of the input's shape through the same view geometry.
+static Tensor scatter_into_zeros(const Tensor& dout, const Shape& in_shape,
+                                 const std::function<Tensor(const Tensor&)>& same_view) {
+  Tensor g = zeros(in_shape, dout.dtype());
+  kernels::copy_into(same_view(g), dout);
+  return g;
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  if (dim() == 0) fail("slice", "cannot slice a 0-d tensor");
+  d = wrap("slice", d, dim(), shape());
+  if (step <= 0) fail("slice", "step must be positive, got ", step);
+  const int64_t n = shape()[d];
+  // Python slice semantics: negative indices count from the end, then clamp to [0, n]
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sh = shape(), st = strides();
+  sh[d] = (end - start + step - 1) / step;
+  st[d] = strides()[d] * step;
+  Tensor out = make_view(*this, sh, st, storage_offset() + start * strides()[d]);
+  const Shape in_shape = shape();
+  return record("SliceBackward0", out, {*this}, [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0 elsewhere
+    grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
+      NoGradGuard guard;
+      return g.slice(d, start, end, step);
+    }));
+  });
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap("narrow", d, dim(), shape());
+  const int64_t n = shape()[d];
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d,
+         " of size ", n, " (shape ", shape(), ")");
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  if (dim() == 0) fail("select", "cannot index a 0-d tensor");
+  d = wrap("select", d, dim(), shape());
+  const int64_t n = shape()[d];
+  if (index < -n || index >= n)
+    fail("select", "index ", index, " is out of range for dim ", d, " of size ", n, " (shape ", shape(), ")");
+  if (index < 0) index += n;
+  Shape sh = shape(), st = strides();
+  sh.erase(sh.begin() + d);
+  st.erase(st.begin() + d);
+  Tensor out = make_view(*this, sh, st, storage_offset() + index * strides()[d]);
+  const Shape in_shape = shape();
+  return record("SelectBackward0", out, {*this}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
+    grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
+      NoGradGuard guard;
+      return g.select(d, index);
+    }));
+  });
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap("unsqueeze", d, dim() + 1, shape());
+  Shape sh = shape(), st = strides();
+  const int64_t new_stride = d < dim() ? strides()[d] * shape()[d] : 1;
+  sh.insert(sh.begin() + d, 1);
+  st.insert(st.begin() + d, new_stride);
+  Tensor out = make_view(*this, sh, st, storage_offset());
+  return record("UnsqueezeBackward0", out, {*this}, [d](const Tensor& dout, Grads& grads) {
+    // in the forward pass a size-1 dim was inserted at d, so remove it
+    grads.add(0, dout.squeeze(d));
+  });
+}
+
+static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop) {
+  Shape sh, st;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (drop[d]) continue;
+    sh.push_back(self.shape()[d]);
+    st.push_back(self.strides()[d]);
+  }
+  Tensor out = make_view(self, sh, st, self.storage_offset());
+  const Shape in_shape = self.shape();
+  return record("SqueezeBackward0", out, {self}, [in_shape](const Tensor& dout, Grads& grads) {
+    // in the forward pass size-1 dims were removed, so put them back
+    grads.add(0, dout.reshape(in_shape));
+  });
+}
+
+Tensor Tensor::squeeze() const {
+  std::vector<bool> drop(dim());
+  for (int64_t d = 0; d < dim(); ++d) drop[d] = shape()[d] == 1;
+  return squeeze_dims(*this, drop);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return *this;
+  d = wrap("squeeze", d, dim(), shape());
+  std::vector<bool> drop(dim(), false);
+  drop[d] = shape()[d] == 1;
+  return squeeze_dims(*this, drop);
+}
+
+Tensor Tensor::expand(Shape target) const {
+  if (static_cast<int64_t>(target.size()) < dim())
+    fail("expand", "the number of sizes ", target, " must be >= the tensor's dims (shape ", shape(), ")");
+  const std::size_t lead = target.size() - shape().size();
+  Shape st(target.size(), 0);
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    if (i < lead) {
+      if (target[i] < 0) fail("expand", "-1 is not allowed for a new leading dim: ", target);
+      continue;
+    }
+    const int64_t have = shape()[i - lead];
+    if (target[i] == -1) target[i] = have;
+    if (have == target[i]) {
+      st[i] = strides()[i - lead];
+    } else if (have == 1) {
+      st[i] = 0;
+    } else {
+      fail("expand", "cannot expand shape ", shape(), " to ", target, " (dim ", i, ": ", have,
+           " is not 1)");
+    }
+  }
+  Tensor out = make_view(*this, target, st, storage_offset());
+  const Shape in_shape = shape();
+  return record("ExpandBackward0", out, {*this}, [in_shape](const Tensor& dout, Grads& grads) {
+    // in the forward pass size-1 dims were repeated, so sum the gradient over them
+    grads.add(0, sum_to(dout, in_shape));
+  });
+}
+
+}  // namespace xgrad

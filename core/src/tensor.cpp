@@ -1,0 +1,401 @@
+// core/src/tensor.cpp: Storage, the Tensor handle's metadata and data accessors, autograd
+// accessors, copies (contiguous, clone, to) and the basic in-place ops. Views with their
+// backward are in ops/views.cpp; the method forms of math ops forward to ops/*.cpp.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "kernels.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+#include "xgrad/random.h"
+
+namespace xgrad {
+
+// ---------------------------------------------------------------- Storage
+namespace {
+std::atomic<int64_t> live_bytes{0};
+std::atomic<int64_t> peak_bytes{0};
+}  // namespace
+
+MemoryStats memory_stats() { return {live_bytes.load(), peak_bytes.load()}; }
+void reset_peak_memory_stats() { peak_bytes.store(live_bytes.load()); }
+
+Storage::Storage(std::size_t n) : nbytes(n) {
+  // 64-byte aligned for SIMD; aligned_alloc wants a multiple of the alignment
+  const std::size_t rounded = ((n + 63) / 64) * 64;
+  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (data == nullptr) throw Error("alloc: out of memory allocating " + std::to_string(n) + " bytes");
+  const int64_t now = live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+  int64_t peak = peak_bytes.load();
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+}
+Storage::~Storage() {
+  live_bytes.fetch_sub(static_cast<int64_t>(nbytes));
+  std::free(data);
+}
+
+// ---------------------------------------------------------------- small helpers
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+Tensor empty(const Shape& shape, DType dtype) {
+  for (int64_t s : shape)
+    if (s < 0) fail("empty", "negative size in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(numel_of(shape)) * itemsize(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  const TensorImpl& b = *base.impl();
+  if (shape.size() != strides.size()) fail("make_view", "shape ", shape, " and strides ", strides, " differ in rank");
+  // bounds: the lowest and highest element addressed must lie inside the storage
+  int64_t lo = offset, hi = offset;
+  bool empty_view = false;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) empty_view = true;
+    if (shape[d] <= 0) continue;
+    const int64_t span = (shape[d] - 1) * strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t capacity = static_cast<int64_t>(b.storage->nbytes / itemsize(b.dtype));
+  if (!empty_view && (lo < 0 || hi >= capacity))
+    fail("make_view", "view with shape ", shape, ", strides ", strides, " and offset ", offset,
+         " reaches outside a storage of ", capacity, " elements");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = b.storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = b.dtype;
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------- metadata
+const TensorImpl& Tensor::checked() const {
+  if (!impl_) throw Error("Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)");
+  return *impl_;
+}
+const Shape& Tensor::shape() const { return checked().shape; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(checked().shape.size()); }
+int64_t Tensor::numel() const { return numel_of(checked().shape); }
+const Shape& Tensor::strides() const { return checked().strides; }
+int64_t Tensor::storage_offset() const { return checked().offset; }
+DType Tensor::dtype() const { return checked().dtype; }
+
+static int64_t wrap_dim(const char* op, int64_t d, int64_t rank, const Shape& shape) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (d < -r || d >= r)
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape,
+         " (expected in [", -r, ", ", r - 1, "])");
+  return d < 0 ? d + r : d;
+}
+
+int64_t Tensor::size(int64_t d) const {
+  d = wrap_dim("size", d, dim(), shape());
+  return shape()[d];
+}
+int64_t Tensor::stride(int64_t d) const {
+  d = wrap_dim("stride", d, dim(), shape());
+  return strides()[d];
+}
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& t = checked();
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(t.shape.size()) - 1; d >= 0; --d) {
+    if (t.shape[d] == 1) continue;
+    if (t.strides[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+template <std::size_t N>
+static std::array<int64_t, N> shape_n(const Tensor& t) {
+  if (t.dim() != static_cast<int64_t>(N))
+    fail("shape", "expected a ", N, "-D tensor, got shape ", t.shape());
+  std::array<int64_t, N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = t.shape()[i];
+  return out;
+}
+std::array<int64_t, 2> Tensor::shape2() const { return shape_n<2>(*this); }
+std::array<int64_t, 3> Tensor::shape3() const { return shape_n<3>(*this); }
+std::array<int64_t, 4> Tensor::shape4() const { return shape_n<4>(*this); }
+
+// ---------------------------------------------------------------- data
+void* Tensor::raw_data_ptr() const {
+  const TensorImpl& t = checked();
+  return static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(itemsize(t.dtype));
+}
+
+template <class T>
+T* Tensor::data_ptr() const {
+  if (dtype() != dtype_of<T>::value)
+    fail("data_ptr", "requested ", dtype_name(dtype_of<T>::value), " data from a ",
+         dtype_name(dtype()), " tensor of shape ", shape());
+  return static_cast<T*>(raw_data_ptr());
+}
+template float* Tensor::data_ptr<float>() const;
+template double* Tensor::data_ptr<double>() const;
+template int64_t* Tensor::data_ptr<int64_t>() const;
+template bool* Tensor::data_ptr<bool>() const;
+
+double Tensor::item() const {
+  if (numel() != 1)
+    fail("item", "a tensor with ", numel(), " elements (shape ", shape(), ") cannot be converted to a scalar");
+  return kernels::dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<double>(*data_ptr<T>());
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = empty(shape(), dtype_of<T>::value);
+  kernels::copy_into(c, *this);
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
+
+// ---------------------------------------------------------------- autograd accessors
+bool Tensor::requires_grad() const {
+  const TensorImpl& t = checked();
+  return t.requires_grad || t.grad_fn != nullptr;
+}
+Tensor& Tensor::requires_grad_(bool on) {
+  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  if (t.grad_fn)
+    fail("requires_grad_", "only leaf tensors can change requires_grad; this one (shape ", t.shape,
+         ") was produced by ", t.grad_fn->name, ". Use .detach().requires_grad_() for a new leaf");
+  if (on && !is_floating(t.dtype))
+    fail("requires_grad_", "only floating-point tensors can require gradients, got ", dtype_name(t.dtype));
+  t.requires_grad = on;
+  return *this;
+}
+bool Tensor::is_leaf() const { return checked().grad_fn == nullptr; }
+Tensor Tensor::grad() const { return Tensor(checked().grad); }
+void Tensor::set_grad(const Tensor& g) {
+  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  if (g.defined() && (g.shape() != t.shape || g.dtype() != t.dtype))
+    fail("set_grad", "gradient of shape ", g.shape(), " (", dtype_name(g.dtype()),
+         ") does not match tensor of shape ", t.shape, " (", dtype_name(t.dtype), ")");
+  t.grad = g.impl();
+}
+void Tensor::retain_grad() {
+  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  if (!requires_grad()) fail("retain_grad", "called on a tensor that does not require grad");
+  if (t.grad_fn) {
+    t.retains_grad = true;
+    t.grad_fn->retained = impl_;
+  }
+}
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn; }
+std::string Tensor::grad_fn_name() const {
+  const auto& fn = checked().grad_fn;
+  return fn ? fn->name : std::string();
+}
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  run_backward(*this, gradient, retain_graph);
+}
+uint64_t Tensor::version() const { return checked().storage->version; }
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = checked();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage;
+  impl->shape = t.shape;
+  impl->strides = t.strides;
+  impl->offset = t.offset;
+  impl->dtype = t.dtype;
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------- copies
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  kernels::copy_into(out, *this);
+  return record("CloneBackward0", out, {*this}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = self, so dself = dout
+    grads.add(0, dout);
+  });
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target);
+  kernels::copy_into(out, *this);
+  if (!is_floating(target) || !is_floating(dtype())) return out;  // no gradient across kinds
+  const DType source = dtype();
+  return record("ToCopyBackward0", out, {*this}, [source](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = self converted, so dself = dout converted back
+    grads.add(0, dout.to(source));
+  });
+}
+
+// ---------------------------------------------------------------- in-place basics
+static void bump(const Tensor& t) { ++t.impl()->storage->version; }
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace("fill_", *this);
+  kernels::copy_into(*this, scalar_tensor(value, dtype()));
+  bump(*this);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace("copy_", *this);
+  kernels::broadcast_strides(src, shape());  // throws naming both shapes when src cannot broadcast
+  kernels::copy_into(*this, src);
+  bump(*this);
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace("add_", *this);
+  if (other.dtype() != dtype())
+    fail("add_", "dtype mismatch: ", dtype_name(dtype()), " tensor of shape ", shape(), " and ",
+         dtype_name(other.dtype()), " tensor of shape ", other.shape());
+  kernels::broadcast_strides(other, shape());
+  kernels::dispatch_float(dtype(), "add_", [&](auto tag) {
+    using T = decltype(tag);
+    const T a = static_cast<T>(alpha);
+    T* po = data_ptr<T>();
+    const T* pb = other.data_ptr<T>();
+    std::array<Shape, 2> st{strides(), kernels::broadcast_strides(other, shape())};
+    kernels::for_each_row<2>(shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
+                                              const std::array<int64_t, 2>& in) {
+      T* o = po + off[0];
+      const T* x = pb + off[1];
+      if (in[0] == 1 && in[1] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] += a * x[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * in[0]] += a * x[i * in[1]];
+      }
+    });
+  });
+  bump(*this);
+  return *this;
+}
+
+Tensor& Tensor::mul_(double value) {
+  check_inplace("mul_", *this);
+  kernels::dispatch_float(dtype(), "mul_", [&](auto tag) {
+    using T = decltype(tag);
+    kernels::map_unary<T, T>(*this, *this, [v = static_cast<T>(value)](T x) { return x * v; });
+  });
+  bump(*this);
+  return *this;
+}
+
+// Random fills draw a contiguous block exactly as torch does, then scatter into this view.
+template <class Fill>
+static Tensor& random_fill(Tensor& self, const char* op, Fill&& fill) {
+  check_inplace(op, self);
+  kernels::dispatch_float(self.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (self.is_contiguous()) {
+      fill(self.data_ptr<T>(), self.numel());
+    } else {
+      Tensor tmp = empty(self.shape(), self.dtype());
+      fill(tmp.data_ptr<T>(), tmp.numel());
+      kernels::copy_into(self, tmp);
+    }
+  });
+  ++self.impl()->storage->version;
+  return self;
+}
+
+Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  return random_fill(*this, "uniform_", [&](auto* p, int64_t n) { g.uniform(p, n, from, to); });
+}
+Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
+  if (std < 0) fail("normal_", "std must be >= 0, got ", std);
+  Generator& g = gen ? *gen : default_generator();
+  return random_fill(*this, "normal_", [&](auto* p, int64_t n) { g.normal(p, n, mean, std); });
+}
+Tensor& Tensor::bernoulli_(double p, Generator* gen) {
+  if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "p must be in [0, 1], got ", p);
+  Generator& g = gen ? *gen : default_generator();
+  return random_fill(*this, "bernoulli_", [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
+}
+
+// ---------------------------------------------------------------- method forms
+Tensor Tensor::sum() const { return xgrad::sum(*this); }
+Tensor Tensor::sum(Shape dims, bool keepdim) const { return xgrad::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return xgrad::mean(*this); }
+Tensor Tensor::mean(Shape dims, bool keepdim) const { return xgrad::mean(*this, dims, keepdim); }
+Tensor Tensor::var(bool unbiased) const { return xgrad::var(*this, unbiased); }
+Tensor Tensor::var(Shape dims, bool unbiased, bool keepdim) const {
+  return xgrad::var(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::max() const { return xgrad::max(*this); }
+Tensor Tensor::argmax(int64_t d, bool keepdim) const { return xgrad::argmax(*this, d, keepdim); }
+Tensor Tensor::exp() const { return xgrad::exp(*this); }
+Tensor Tensor::log() const { return xgrad::log(*this); }
+Tensor Tensor::sqrt() const { return xgrad::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return xgrad::rsqrt(*this); }
+Tensor Tensor::tanh() const { return xgrad::tanh(*this); }
+Tensor Tensor::abs() const { return xgrad::abs(*this); }
+Tensor Tensor::pow(double e) const { return xgrad::pow(*this, e); }
+Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const {
+  return xgrad::clamp(*this, lo, hi);
+}
+Tensor Tensor::softmax(int64_t d) const { return xgrad::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return xgrad::log_softmax(*this, d); }
+Tensor Tensor::matmul(const Tensor& other) const { return xgrad::matmul(*this, other); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  return xgrad::masked_fill(*this, mask, value);
+}
+
+}  // namespace xgrad

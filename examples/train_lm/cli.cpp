@@ -1,0 +1,140 @@
+// examples/train_lm/cli.cpp: see cli.h. Every flag of TrainOptions / GenerateOptions is
+// declared here once; README.md lists them.
+#include "cli.h"
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+
+#include "trainer.h"
+
+namespace train_lm {
+namespace {
+
+void add_train_flags(CLI::App& t, TrainOptions& f) {
+  t.add_option("--preset", f.preset, "model size preset: tiny, small or medium")
+      ->capture_default_str();
+  t.add_option("--context-length", f.model.context_length, "tokens per window (preset)");
+  t.add_option("--emb-dim", f.model.emb_dim, "embedding width (preset)");
+  t.add_option("--n-heads", f.model.n_heads, "attention heads (preset)");
+  t.add_option("--n-layers", f.model.n_layers, "transformer blocks (preset)");
+  t.add_option("--drop-rate", f.model.drop_rate, "dropout probability (preset)");
+  t.add_flag("--qkv-bias", f.model.qkv_bias, "bias in the query/key/value projections");
+  t.add_option("--batch-size", f.batch_size, "sequences per step (preset)");
+  t.add_option("--steps", f.steps, "optimizer steps in all; the cosine schedule's length")
+      ->capture_default_str();
+  t.add_option("--time-budget", f.time_budget, "stop (and save) after this many seconds; 0 = none")
+      ->capture_default_str();
+  t.add_option("--lr", f.lr, "peak learning rate")->capture_default_str();
+  t.add_option("--min-lr", f.min_lr, "learning rate at the end of the cosine decay")
+      ->capture_default_str();
+  t.add_option("--warmup", f.warmup, "linear warmup steps")->capture_default_str();
+  t.add_option("--weight-decay", f.weight_decay, "AdamW weight decay (matrices only)")
+      ->capture_default_str();
+  t.add_option("--beta1", f.beta1, "AdamW beta1")->capture_default_str();
+  t.add_option("--beta2", f.beta2, "AdamW beta2")->capture_default_str();
+  t.add_option("--grad-clip", f.grad_clip, "max gradient norm; 0 = off")->capture_default_str();
+  t.add_option("--eval-interval", f.eval_interval, "steps between evaluations and checkpoints")
+      ->capture_default_str();
+  t.add_option("--eval-iters", f.eval_iters, "batches per loss estimate")->capture_default_str();
+  t.add_option("--seed", f.seed, "random seed (init, batches, dropout, samples)")
+      ->capture_default_str();
+  t.add_option("--threads", f.threads, "BLAS threads; 0 = default")->capture_default_str();
+  t.add_option("--checkpoint-dir", f.checkpoint_dir, "where checkpoints go")->capture_default_str();
+  t.add_flag("--resume", f.resume, "continue from the latest checkpoint in --checkpoint-dir");
+  t.add_option("--keep-checkpoints", f.keep_checkpoints, "step directories to keep")
+      ->capture_default_str();
+  t.add_option("--sample-length", f.sample_length, "characters sampled at each evaluation; 0 = none")
+      ->capture_default_str();
+  t.add_option("--temperature", f.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str();
+  t.add_option("--top-k", f.top_k, "sample from the k most likely characters; 0 = all")
+      ->capture_default_str();
+  t.add_option("--data", f.data, "UTF-8 text corpus")->capture_default_str();
+  t.add_option("--metrics", f.metrics, "CSV metrics file (default <checkpoint-dir>/metrics.csv)");
+  t.add_flag("!--no-progress", f.progress, "plain log lines instead of the live progress bar");
+}
+
+void add_generate_flags(CLI::App& g, GenerateOptions& o) {
+  g.add_option("--checkpoint", o.checkpoint, "checkpoint directory (or a root with 'latest')")
+      ->capture_default_str();
+  g.add_option("--prompt", o.prompt, "text to continue")->capture_default_str();
+  g.add_option("--max-new-tokens", o.max_new_tokens, "characters to generate")->capture_default_str();
+  g.add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str();
+  g.add_option("--top-k", o.top_k, "sample from the k most likely characters; 0 = all")
+      ->capture_default_str();
+  g.add_option("--seed", o.seed, "random seed")->capture_default_str();
+  g.add_option("--threads", o.threads, "BLAS threads; 0 = default")->capture_default_str();
+}
+
+}  // namespace
+
+CliParse parse_cli(const std::vector<std::string>& args) {
+  CliParse out;
+  CLI::App app{"train_lm: train a character-level GPT with xgrad, and sample from it"};
+  app.require_subcommand(1);
+  TrainOptions f;
+  CLI::App* train = app.add_subcommand("train", "train (or --resume) a model on a text corpus");
+  add_train_flags(*train, f);
+  GenerateOptions g;
+  CLI::App* gen = app.add_subcommand("generate", "sample text from a checkpoint");
+  add_generate_flags(*gen, g);
+
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  if (argv.empty()) argv.push_back("train_lm");
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    out.kind = CliParse::kExit;
+    out.exit_code = app.exit(e);
+    if (out.exit_code != 0) out.exit_code = 2;
+    return out;
+  }
+
+  try {
+    if (train->parsed()) {
+      for (const CLI::Option* opt : train->get_options())
+        if (opt->count() > 0 && !opt->get_lnames().empty()) f.explicit_flags.insert(opt->get_lnames()[0]);
+      TrainOptions p;
+      apply_preset(p, f.preset);
+      auto given = [&](const char* flag) { return f.explicit_flags.count(flag) > 0; };
+      if (!given("context-length")) f.model.context_length = p.model.context_length;
+      if (!given("emb-dim")) f.model.emb_dim = p.model.emb_dim;
+      if (!given("n-heads")) f.model.n_heads = p.model.n_heads;
+      if (!given("n-layers")) f.model.n_layers = p.model.n_layers;
+      if (!given("drop-rate")) f.model.drop_rate = p.model.drop_rate;
+      if (!given("batch-size")) f.batch_size = p.batch_size;
+      if (!given("warmup")) f.warmup = std::min<int64_t>(f.warmup, f.steps / 10);
+      // On --resume the options not given come from the checkpoint: run_train validates
+      // after merging them.
+      if (!f.resume) validate(f);
+      out.kind = CliParse::kTrain;
+      out.train = std::move(f);
+    } else {
+      validate(g);
+      out.kind = CliParse::kGenerate;
+      out.generate = std::move(g);
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << "train_lm: error: " << e.what() << "\n";
+    out.kind = CliParse::kExit;
+    out.exit_code = 2;
+  }
+  return out;
+}
+
+int run_cli(const std::vector<std::string>& args) {
+  CliParse p = parse_cli(args);
+  switch (p.kind) {
+    case CliParse::kTrain: return run_train(std::move(p.train));
+    case CliParse::kGenerate: return run_generate(p.generate);
+    case CliParse::kExit: break;
+  }
+  return p.exit_code;
+}
+
+}  // namespace train_lm

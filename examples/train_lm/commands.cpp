@@ -1,0 +1,163 @@
+// examples/train_lm/commands.cpp: `train_lm train` and `train_lm generate` end to end: all
+// checks that can fail come before anything is written, so a bad flag, corpus or checkpoint
+// never overwrites an existing file.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "trainer.h"
+#include "xgrad/error.h"
+
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace train_lm {
+
+void set_threads(int threads) {
+  if (threads > 0 && openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+
+namespace {
+
+int error_exit(const std::string& what, int code = 1) {
+  spdlog::error("{}", what);
+  return code;
+}
+
+}  // namespace
+
+int run_train(TrainOptions o) {
+  try {
+    set_threads(o.threads);
+    const fs::path root = o.checkpoint_dir;
+
+    // 1. the checkpoint to resume, or the proof that we would not overwrite one
+    std::optional<CheckpointFiles> ck;
+    std::error_code ec;
+    if (o.resume) {
+      std::optional<fs::path> dir = fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
+      if (!dir)
+        return error_exit("--resume: no checkpoint in " + root.string() +
+                          " (train without --resume to start one)", 1);
+      ck = load_checkpoint_files(*dir);
+      const std::string file = (ck->dir / kTrainStateFile).string();
+      auto meta = [&](const char* key) {
+        auto it = ck->train_state.metadata.find(key);
+        if (it == ck->train_state.metadata.end())
+          xgrad::fail("checkpoint", file, ": metadata has no '", key, "'");
+        nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+        if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
+        return j;
+      };
+      GPTConfig saved;
+      try {
+        saved = gpt_config_from_json(meta("config"));
+      } catch (const ConfigError& e) {
+        xgrad::fail("checkpoint", file, ": ", e.what());
+      }
+      merge_saved_options(o, meta("train_options"), saved);
+      validate(o);
+    } else if (fs::exists(root, ec) && find_checkpoint(root)) {
+      return error_exit("checkpoint directory " + root.string() +
+                        " already holds a checkpoint; pass --resume to continue it, or choose "
+                        "another --checkpoint-dir", 1);
+    }
+
+    // 2. the corpus
+    std::string text = read_corpus(o.data);
+    Corpus corpus = make_corpus(text, o.model.context_length, o.data);
+    text.clear();
+    text.shrink_to_fit();
+
+    // 3. writable outputs, before any training time is spent
+    check_writable_dir(root);
+    Trainer trainer(o, std::move(corpus));
+    if (ck) {
+      trainer.load(*ck);  // config, vocabulary and tensors checked here
+      spdlog::info("resumed from {} at step {}", ck->dir.string(), trainer.step());
+      ck.reset();
+    }
+    // a new run refuses an existing metrics file; a resumed one drops the rows after its step
+    MetricsLog metrics(o.metrics_path(), o.resume ? trainer.step() : -1);
+    const auto& m = trainer.options().model;
+    spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
+                 "batch {}, {} steps, lr {} -> {}",
+                 m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size,
+                 trainer.model().num_parameters(), o.batch_size, o.steps, o.lr, o.min_lr);
+    if (trainer.step() >= o.steps) {
+      spdlog::info("already at step {} of {}; raise --steps to train further", trainer.step(), o.steps);
+      return 0;
+    }
+
+    Progress progress(o.steps, o.progress && Progress::stdout_is_terminal(), 10);
+    TrainResult r = trainer.train(&progress, &metrics);
+    try {
+      fs::path plot = plot_loss_curve(metrics.rows(), metrics.path());
+      spdlog::info("metrics: {}, loss curve: {}", metrics.path().string(), plot.string());
+    } catch (const std::exception& e) {
+      spdlog::warn("could not plot the loss curve: {}", e.what());
+    }
+    if (r.nan_stop) {
+      std::optional<fs::path> last = find_checkpoint(root);
+      return error_exit("training stopped: the loss is not finite. The last good checkpoint is " +
+                        (last ? last->string() : std::string("(none yet)")), 1);
+    }
+    spdlog::info("done: step {}{}", r.step,
+                 r.last_checkpoint ? ", checkpoint " + r.last_checkpoint->string() : "");
+    return 0;
+  } catch (const ConfigError& e) {
+    return error_exit(e.what(), 2);
+  } catch (const std::exception& e) {
+    return error_exit(e.what(), 1);
+  }
+}
+
+int run_generate(const GenerateOptions& o) {
+  try {
+    set_threads(o.threads);
+    CheckpointFiles ck = load_checkpoint_files(o.checkpoint, /*need_train_state=*/false);
+    const std::string file = (ck.dir / kModelFile).string();
+    auto meta = [&](const char* key) {
+      auto it = ck.model.metadata.find(key);
+      if (it == ck.model.metadata.end())
+        xgrad::fail("checkpoint", file, ": metadata has no '", key,
+                    "' (a train_lm checkpoint stores its config and vocabulary there)");
+      nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+      if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
+      return j;
+    };
+    GPTConfig cfg;
+    try {
+      cfg = gpt_config_from_json(meta("config"));
+    } catch (const ConfigError& e) {
+      xgrad::fail("checkpoint", file, ": ", e.what());
+    }
+    CharTokenizer tok = CharTokenizer::from_json(meta("vocab"));
+    if (tok.vocab_size() != cfg.vocab_size)
+      xgrad::fail("checkpoint", file, ": the vocabulary has ", tok.vocab_size(),
+                  " characters but the config says vocab_size ", cfg.vocab_size);
+    std::vector<int64_t> prompt = tok.encode(o.prompt);
+    if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
+
+    xgrad::manual_seed(o.seed);
+    xgrad::nn::GPTModel model(cfg);
+    xgrad::nn::StateDict sd;
+    for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
+    try {
+      model.load_state_dict(sd);
+    } catch (const xgrad::Error& e) {
+      xgrad::fail("checkpoint", file, " does not fit its own config: ", e.what());
+    }
+    xgrad::Generator gen(o.seed);
+    std::vector<int64_t> ids =
+        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen);
+    std::cout << tok.decode(ids) << std::endl;
+    return 0;
+  } catch (const ConfigError& e) {
+    return error_exit(e.what(), 2);
+  } catch (const std::exception& e) {
+    return error_exit(e.what(), 1);
+  }
+}
+
+}  // namespace train_lm

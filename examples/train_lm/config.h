@@ -1,0 +1,85 @@
+// examples/train_lm/config.h: the trainer's options, presets, validation and their JSON form
+// (saved in every checkpoint, so `--resume` and `generate` rebuild the same model).
+#pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "xgrad/nn/transformer.h"  // GPTConfig
+
+namespace train_lm {
+
+using xgrad::nn::GPTConfig;
+
+// One flag's problem, worded for the command line ("--n-heads must be positive, got 0").
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainOptions {
+  std::string preset = "small";  // tiny | small | medium: defaults for the fields below
+  GPTConfig model{};             // vocab_size is set from the corpus
+  int64_t batch_size = 16;
+  int64_t steps = 2000;          // also the length of the cosine schedule
+  double time_budget = 0;        // seconds; 0 = no limit. Stops early (and saves) when spent
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double grad_clip = 1.0;        // 0 = off
+  int64_t eval_interval = 250;   // also the checkpoint interval
+  int64_t eval_iters = 20;
+  uint64_t seed = 1337;
+  int threads = 0;               // 0 = the BLAS default
+  std::string checkpoint_dir = "checkpoints/train_lm";
+  bool resume = false;
+  int keep_checkpoints = 2;
+  int64_t sample_length = 200;   // sample printed at each eval; 0 = none
+  double temperature = 0.8;
+  int64_t top_k = 0;             // 0 = all tokens
+  std::string data = "data/moby_dick.txt";
+  std::string metrics;           // default: <checkpoint_dir>/metrics.csv
+  bool progress = true;          // live progress bar when stdout is a terminal
+
+  // Names of the flags given on the command line ("emb-dim", "lr", ...): on --resume the
+  // others come from the checkpoint.
+  std::set<std::string> explicit_flags;
+
+  std::string metrics_path() const;
+};
+
+struct GenerateOptions {
+  std::string checkpoint = "checkpoints/train_lm";
+  std::string prompt = "Call me";
+  int64_t max_new_tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  uint64_t seed = 1337;
+  int threads = 0;
+};
+
+// Sets model/batch fields from a preset (tiny, small, medium); throws ConfigError otherwise.
+void apply_preset(TrainOptions& o, const std::string& preset);
+
+// Every range check of the options (not the corpus or files); throws ConfigError.
+void validate(const TrainOptions& o);
+void validate(const GenerateOptions& o);
+// GPTConfig checks, with flag names in the messages; vocab_size is checked when `with_vocab`.
+void validate_model(const GPTConfig& c, bool with_vocab);
+
+nlohmann::json to_json(const GPTConfig& c);
+GPTConfig gpt_config_from_json(const nlohmann::json& j);  // throws ConfigError for bad fields
+bool same_config(const GPTConfig& a, const GPTConfig& b);
+std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now);
+
+// The training hyperparameters (everything but the model config and paths).
+nlohmann::json train_options_to_json(const TrainOptions& o);
+// On --resume: fields not in o.explicit_flags are taken from `saved`.
+void merge_saved_options(TrainOptions& o, const nlohmann::json& saved_train,
+                         const GPTConfig& saved_model);
+
+}  // namespace train_lm

@@ -1,0 +1,256 @@
+// examples/train_lm/safetensors.cpp: see safetensors.h. The reader trusts nothing in the
+// file: every length and offset is checked before it is used.
+#include "safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "xgrad/error.h"
+#include "xgrad/ops.h"
+
+namespace train_lm {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
+
+using xgrad::DType;
+using xgrad::Tensor;
+
+namespace {
+
+constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementation
+
+const char* st_dtype(DType d) {
+  switch (d) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, DType& out) {
+  if (s == "F32") out = DType::Float32;
+  else if (s == "F64") out = DType::Float64;
+  else if (s == "I64") out = DType::Int64;
+  else if (s == "BOOL") out = DType::Bool;
+  else return false;
+  return true;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  xgrad::Shape shape;
+  std::uint64_t begin, end;
+};
+
+// Reads a non-negative integer that fits in uint64 from a JSON value.
+bool as_u64(const nlohmann::json& v, std::uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<std::uint64_t>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+    out = static_cast<std::uint64_t>(v.get<std::int64_t>());
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  xgrad::fail("safetensors", "no tensor named '", name, "'");
+}
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  for (const auto& item : tensors)
+    if (item.first == name) return true;
+  return false;
+}
+
+// ---------------------------------------------------------------- writing
+void save_safetensors(const fs::path& path, const NamedTensors& tensors, const Metadata& metadata) {
+  const std::string file = path.string();
+  std::set<std::string> names;
+  std::vector<Tensor> contiguous;
+  contiguous.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || name == "__metadata__")
+      xgrad::fail("save_safetensors", file, ": invalid tensor name '", name, "'");
+    if (!names.insert(name).second)
+      xgrad::fail("save_safetensors", file, ": tensor name '", name, "' appears twice");
+    if (!t.defined()) xgrad::fail("save_safetensors", file, ": tensor '", name, "' is undefined");
+    contiguous.push_back(t.detach().contiguous());
+  }
+  if (metadata.count(kChecksumKey))
+    xgrad::fail("save_safetensors", file, ": metadata key ", kChecksumKey, " is reserved");
+
+  // Offsets and the checksum of the data section, in the caller's order.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  std::uint64_t offset = 0;
+  std::uint32_t crc = 0;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> entries;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = contiguous[i];
+    std::uint64_t nbytes = static_cast<std::uint64_t>(t.numel()) * xgrad::itemsize(t.dtype());
+    if (nbytes > 0) crc = crc32(t.raw_data_ptr(), nbytes, crc);
+    entries.emplace_back(tensors[i].first,
+                         nlohmann::ordered_json{{"dtype", st_dtype(t.dtype())},
+                                                {"shape", t.shape()},
+                                                {"data_offsets", {offset, offset + nbytes}}});
+    offset += nbytes;
+  }
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata) meta[k] = v;
+  meta[kChecksumKey] = hex32(crc);
+  header["__metadata__"] = meta;
+  for (auto& [name, e] : entries) header[name] = std::move(e);
+
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  std::uint64_t n = text.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+
+  write_file_atomic(path, [&](FileWriter& w) {
+    w.write(len, 8);
+    w.write(text);
+    for (const Tensor& t : contiguous) {
+      std::size_t nbytes = static_cast<std::size_t>(t.numel()) * xgrad::itemsize(t.dtype());
+      if (nbytes > 0) w.write(t.raw_data_ptr(), nbytes);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- reading
+SafetensorsFile load_safetensors(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    xgrad::fail("load_safetensors", path.string(), ": no such file");
+  return parse_safetensors(read_file(path), path.string());
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
+  auto bad = [&](const auto&... parts) -> void {
+    xgrad::fail("load_safetensors", source, ": ", parts...);
+  };
+  if (bytes.size() < 8)
+    bad("file is too short (", bytes.size(), " bytes) to be a safetensors file");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  if (n > kMaxHeader) bad("header length ", n, " is larger than the 100 MiB limit (corrupted?)");
+  if (n > bytes.size() - 8)
+    bad("header length ", n, " goes past the end of the file (", bytes.size(),
+        " bytes): the file is truncated or not a safetensors file");
+  std::string_view header_text = bytes.substr(8, n);
+  std::string_view data = bytes.substr(8 + n);
+
+  nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
+  if (header.is_discarded()) bad("the header is not valid JSON (corrupted file?)");
+  if (!header.is_object()) bad("the header is not a JSON object");
+
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) bad("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) bad("__metadata__ value of '", m.key(), "' is not a string");
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!v.is_object()) bad("entry for tensor '", name, "' is not an object");
+    for (auto f = v.begin(); f != v.end(); ++f)
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
+        bad("tensor '", name, "' has an unknown field '", f.key(), "'");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) bad("tensor '", name, "' has no dtype");
+    if (!v.contains("shape") || !v["shape"].is_array()) bad("tensor '", name, "' has no shape");
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
+      bad("tensor '", name, "' has no data_offsets [begin, end]");
+    Entry e;
+    e.name = name;
+    std::string dt = v["dtype"].get<std::string>();
+    if (!parse_dtype(dt, e.dtype))
+      bad("tensor '", name, "' has dtype ", dt, ", which is not supported (F32, F64, I64, BOOL)");
+    std::uint64_t numel = 1;
+    for (const auto& d : v["shape"]) {
+      std::uint64_t s;
+      if (!as_u64(d, s) || s > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        bad("tensor '", name, "' has an invalid shape ", v["shape"].dump());
+      if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
+        bad("tensor '", name, "' shape ", v["shape"].dump(), " is too large");
+      numel *= s;
+      e.shape.push_back(static_cast<std::int64_t>(s));
+    }
+    if (!as_u64(v["data_offsets"][0], e.begin) || !as_u64(v["data_offsets"][1], e.end) ||
+        e.begin > e.end)
+      bad("tensor '", name, "' has invalid data_offsets ", v["data_offsets"].dump());
+    if (e.end > data.size())
+      bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " go past the end of the",
+          " data section (", data.size(), " bytes): the file is truncated");
+    std::uint64_t want = numel * xgrad::itemsize(e.dtype);
+    if (e.end - e.begin != want)
+      bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " hold ", e.end - e.begin,
+          " bytes, but dtype ", dt, " and shape ", xgrad::shape_str(e.shape), " need ", want);
+    entries.push_back(std::move(e));
+  }
+
+  // The tensors must tile the data section exactly: no overlap, no gap, nothing after.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t expected = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < expected)
+      bad("tensors '", prev->name, "' and '", e.name, "' overlap in the data section");
+    if (e.begin > expected)
+      bad("gap of ", e.begin - expected, " bytes before tensor '", e.name, "' in the data section");
+    expected = e.end;
+    prev = &e;
+  }
+  if (expected != data.size())
+    bad("the data section has ", data.size() - expected,
+        " bytes after the last tensor (corrupted file?)");
+
+  auto crc_it = out.metadata.find(kChecksumKey);
+  if (crc_it != out.metadata.end()) {
+    std::string have = hex32(crc32(data.data(), data.size()));
+    if (have != crc_it->second)
+      bad("checksum mismatch (", kChecksumKey, " says ", crc_it->second, ", the data has ", have,
+          "): the file is corrupted");
+    out.checksum_verified = true;
+  }
+
+  for (const Entry& e : entries) {
+    Tensor t = xgrad::empty(e.shape, e.dtype);
+    std::size_t nbytes = e.end - e.begin;
+    if (nbytes > 0) {
+      const char* src = data.data() + e.begin;
+      if (e.dtype == DType::Bool) {
+        for (std::size_t i = 0; i < nbytes; ++i)
+          if (static_cast<unsigned char>(src[i]) > 1)
+            bad("tensor '", e.name, "' (BOOL) holds the byte ", int(static_cast<unsigned char>(src[i])),
+                " at element ", i, "; only 0 and 1 are valid");
+      }
+      std::memcpy(t.raw_data_ptr(), src, nbytes);
+    }
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace train_lm

@@ -1,0 +1,54 @@
+// examples/train_lm/safetensors.h: reading and writing the safetensors format, so our
+// checkpoints open in PyTorch (`safetensors.torch.load_file`) and PyTorch's open here.
+//
+// Format (https://github.com/huggingface/safetensors): 8-byte little-endian header length N,
+// then N bytes of JSON
+//   {"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"key": "string value", ...}}
+// (padded with spaces to a multiple of 8), then the raw little-endian data; offsets are
+// relative to the start of the data section. Supported dtypes: F32, F64, I64, BOOL.
+//
+// We add one metadata entry, "xgrad_crc32": the CRC-32 of the whole data section, checked on
+// load. A file without it (written by PyTorch) is accepted unchecked.
+#pragma once
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fs_util.h"
+#include "xgrad/tensor.h"
+
+namespace train_lm {
+
+// Tensors in file order (our writer keeps the caller's order; the reader returns them in data
+// order, which for our files is the same).
+using NamedTensors = std::vector<std::pair<std::string, xgrad::Tensor>>;
+using Metadata = std::map<std::string, std::string>;
+
+inline constexpr const char* kChecksumKey = "xgrad_crc32";
+
+struct SafetensorsFile {
+  NamedTensors tensors;
+  Metadata metadata;
+  bool checksum_verified = false;  // false: the file had no xgrad_crc32 (e.g. from PyTorch)
+  const xgrad::Tensor& at(const std::string& name) const;  // throws naming the missing tensor
+  bool contains(const std::string& name) const;
+};
+
+// Writes atomically (see write_file_atomic). Names must be unique and non-empty and may not
+// be "__metadata__"; `metadata` must not use the key xgrad_crc32 (it is added). Any tensor
+// layout is accepted (non-contiguous ones are copied while writing).
+void save_safetensors(const fs::path& path, const NamedTensors& tensors,
+                      const Metadata& metadata = {});
+
+// Reads and validates the whole file; every problem (too short, header length past the end,
+// invalid JSON, unknown dtype, offsets out of range / overlapping / not matching the shape,
+// checksum mismatch) throws xgrad::Error naming the file.
+SafetensorsFile load_safetensors(const fs::path& path);
+
+// The same, from bytes in memory (`source` names them in messages).
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
+
+}  // namespace train_lm

@@ -1,0 +1,461 @@
+// examples/train_lm/trainer.cpp: see trainer.h. The commands (run_train, run_generate) are
+// in commands.cpp.
+#include "trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "xgrad/autograd.h"
+#include "xgrad/error.h"
+#include "xgrad/ops.h"
+#include "xgrad/optim/clip.h"
+
+namespace train_lm {
+
+using xgrad::Tensor;
+namespace nn = xgrad::nn;
+namespace optim = xgrad::optim;
+
+namespace {
+
+constexpr const char* kFormat = "xgrad-train_lm";
+
+// Seeds derived from --seed for the independent random streams.
+uint64_t batch_seed(uint64_t seed) { return seed + 1; }
+uint64_t eval_seed(uint64_t seed, bool val) { return seed + (val ? 3 : 2); }
+uint64_t sample_seed(uint64_t seed) { return seed + 4; }
+
+const std::string& meta_at(const Metadata& m, const std::string& key, const std::string& file) {
+  auto it = m.find(key);
+  if (it == m.end())
+    xgrad::fail("checkpoint", file, ": metadata has no '", key, "' (not a train_lm checkpoint?)");
+  return it->second;
+}
+
+nlohmann::json meta_json(const Metadata& m, const std::string& key, const std::string& file) {
+  const std::string& text = meta_at(m, key, file);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
+  return j;
+}
+
+int64_t meta_int(const Metadata& m, const std::string& key, const std::string& file) {
+  const std::string& text = meta_at(m, key, file);
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  xgrad::fail("checkpoint", file, ": metadata '", key, "' is not a non-negative integer: '", text, "'");
+}
+
+std::string vocab_diff(const CharTokenizer& saved, const CharTokenizer& now) {
+  std::vector<char32_t> only_saved, only_now;
+  std::set_difference(saved.vocab().begin(), saved.vocab().end(), now.vocab().begin(),
+                      now.vocab().end(), std::back_inserter(only_saved));
+  std::set_difference(now.vocab().begin(), now.vocab().end(), saved.vocab().begin(),
+                      saved.vocab().end(), std::back_inserter(only_now));
+  auto show = [](const std::vector<char32_t>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size() && i < 10; ++i) {
+      s += i ? " '" : "'";
+      append_utf8(s, v[i]);
+      s += "'";
+    }
+    if (v.size() > 10) s += " ...";
+    return s.empty() ? std::string("none") : s;
+  };
+  return "only in the checkpoint: " + show(only_saved) + "; only in the corpus: " + show(only_now);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- corpus
+std::string read_corpus(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    xgrad::fail("corpus", path, " not found; run scripts/get_corpus.sh to fetch Moby-Dick into "
+                "data/moby_dick.txt, or pass --data FILE");
+  if (!fs::is_regular_file(path, ec)) xgrad::fail("corpus", path, " is not a regular file");
+  std::string text = read_file(path);
+  if (text.empty()) xgrad::fail("corpus", path, " is empty");
+  decode_utf8(text, path);  // throws with the byte offset of the first invalid sequence
+  return text;
+}
+
+Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source) {
+  Corpus c;
+  c.tokenizer = CharTokenizer::from_text(text, source);
+  std::vector<int64_t> ids = c.tokenizer.encode(text);
+  c.split = split_tokens(ids, 0.9);
+  const int64_t window = context_length + 1;
+  const int64_t n_train = static_cast<int64_t>(c.split.train.size());
+  const int64_t n_val = static_cast<int64_t>(c.split.val.size());
+  if (n_train < window || n_val < window)
+    xgrad::fail("corpus", source, " has ", ids.size(), " characters: the ",
+                n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train,
+                " characters) is shorter than one window of context_length + 1 = ", window,
+                "; use a longer corpus (about 10 x ", window, " = ", 10 * window,
+                " characters at least) or a smaller --context-length");
+  return c;
+}
+
+// ---------------------------------------------------------------- Trainer
+Trainer::Trainer(TrainOptions o, Corpus corpus)
+    : o_(std::move(o)),
+      corpus_(std::move(corpus)),
+      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length,
+                     batch_seed(o_.seed), "train") {
+  o_.model.vocab_size = corpus_.tokenizer.vocab_size();
+  validate_model(o_.model, /*with_vocab=*/true);
+  xgrad::manual_seed(o_.seed);
+  model_ = std::make_unique<nn::GPTModel>(o_.model);
+  model_->train();
+
+  // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
+  std::vector<Tensor> decay, no_decay;
+  std::vector<std::string> decay_names, no_decay_names;
+  for (auto& [name, p] : model_->named_parameters()) {
+    if (p.dim() >= 2) {
+      decay.push_back(p);
+      decay_names.push_back(name);
+    } else {
+      no_decay.push_back(p);
+      no_decay_names.push_back(name);
+    }
+  }
+  optim::AdamWOptions base{.lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .eps = 1e-8,
+                           .weight_decay = o_.weight_decay, .amsgrad = false};
+  optim::AdamWOptions nd = base;
+  nd.weight_decay = 0.0;
+  std::vector<optim::AdamW::ParamGroup> groups;
+  if (!decay.empty()) groups.push_back({decay, base});
+  if (!no_decay.empty()) groups.push_back({no_decay, nd});
+  opt_param_names_ = decay.empty() ? std::vector<std::string>{} : decay_names;
+  if (!no_decay.empty())
+    opt_param_names_.insert(opt_param_names_.end(), no_decay_names.begin(), no_decay_names.end());
+  opt_ = std::make_unique<optim::AdamW>(std::move(groups));
+  sched_ = std::make_unique<optim::WarmupCosineLR>(
+      *opt_, optim::WarmupCosineLROptions{.warmup_iters = o_.warmup, .lr_decay_iters = o_.steps,
+                                          .min_lr = o_.min_lr});
+}
+
+double Trainer::lr_at(int64_t step) const { return sched_->lr_at(step, o_.lr); }
+
+NamedTensors Trainer::optimizer_tensors() const {
+  NamedTensors out;
+  optim::OptimizerState sd = opt_->state_dict();
+  for (const auto& [index, entries] : sd.state) {
+    const std::string& name = opt_param_names_.at(static_cast<std::size_t>(index));
+    for (const auto& [key, t] : entries) out.emplace_back("optim." + name + "." + key, t);
+  }
+  return out;
+}
+
+Metadata Trainer::model_metadata() const {
+  return {{"format", "pt"},
+          {"producer", kFormat},
+          {"config", to_json(o_.model).dump()},
+          {"vocab", corpus_.tokenizer.to_json().dump()},
+          {"step", std::to_string(step_)}};
+}
+
+Metadata Trainer::train_state_metadata() const {
+  optim::OptimizerState sd = opt_->state_dict();
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : sd.param_groups) {
+    nlohmann::json names = nlohmann::json::array();
+    for (int64_t i : g.params) names.push_back(opt_param_names_.at(static_cast<std::size_t>(i)));
+    groups.push_back({{"options", g.options}, {"params", names}});
+  }
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
+  return {{"format", kFormat},
+          {"format_version", std::to_string(kCheckpointFormatVersion)},
+          {"config", to_json(o_.model).dump()},
+          {"train_options", train_options_to_json(o_).dump()},
+          {"vocab", corpus_.tokenizer.to_json().dump()},
+          {"step", std::to_string(step_)},
+          {"tokens_seen", std::to_string(tokens_seen_)},
+          {"elapsed_s", elapsed},
+          {"rng.default", base64_encode(xgrad::default_generator().get_state())},
+          {"rng.batches", base64_encode(train_batches_.get_state())},
+          {"optimizer", nlohmann::json{{"type", sd.type}, {"param_groups", groups}}.dump()},
+          {"scheduler", nlohmann::json{{"type", "WarmupCosineLR"},
+                                       {"last_epoch", sched_->last_epoch()},
+                                       {"warmup_iters", o_.warmup},
+                                       {"lr_decay_iters", o_.steps},
+                                       {"min_lr", o_.min_lr}}.dump()}};
+}
+
+fs::path Trainer::save() {
+  nn::StateDict sd = model_->state_dict();
+  return save_checkpoint(o_.checkpoint_dir, step_, NamedTensors(sd.begin(), sd.end()),
+                         model_metadata(), optimizer_tensors(), train_state_metadata(),
+                         o_.keep_checkpoints);
+}
+
+void Trainer::load(const CheckpointFiles& ck) {
+  const std::string file = (ck.dir / kTrainStateFile).string();
+  const Metadata& m = ck.train_state.metadata;
+  if (meta_at(m, "format", file) != kFormat)
+    xgrad::fail("checkpoint", file, ": format is '", m.at("format"), "', expected '", kFormat, "'");
+  if (meta_at(m, "format_version", file) != std::to_string(kCheckpointFormatVersion))
+    xgrad::fail("checkpoint", file, ": format_version ", m.at("format_version"),
+                " is not supported (this build reads version ", kCheckpointFormatVersion, ")");
+
+  // 1. everything is parsed and checked before the model or optimizer changes
+  GPTConfig saved_cfg;
+  try {
+    saved_cfg = gpt_config_from_json(meta_json(m, "config", file));
+  } catch (const ConfigError& e) {
+    xgrad::fail("checkpoint", file, ": ", e.what());
+  }
+  if (!same_config(saved_cfg, o_.model))
+    xgrad::fail("checkpoint", file, " was trained with a different model config: ",
+                describe_config_diff(saved_cfg, o_.model));
+  CharTokenizer saved_vocab = CharTokenizer::from_json(meta_json(m, "vocab", file));
+  if (!(saved_vocab == corpus_.tokenizer))
+    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab.vocab_size(),
+                " characters) than the corpus ", o_.data, " (", corpus_.tokenizer.vocab_size(),
+                " characters): ", vocab_diff(saved_vocab, corpus_.tokenizer));
+  const int64_t step = meta_int(m, "step", file);
+  const int64_t tokens_seen = meta_int(m, "tokens_seen", file);
+  double elapsed = 0;
+  try {
+    elapsed = std::stod(meta_at(m, "elapsed_s", file));
+  } catch (const std::exception&) {
+    xgrad::fail("checkpoint", file, ": metadata 'elapsed_s' is not a number");
+  }
+  auto rng_default = base64_decode(meta_at(m, "rng.default", file), "rng.default");
+  auto rng_batches = base64_decode(meta_at(m, "rng.batches", file), "rng.batches");
+  for (const auto* s : {&rng_default, &rng_batches})
+    if (s->size() != xgrad::Generator::kStateSize)
+      xgrad::fail("checkpoint", file, ": an RNG state has ", s->size(), " bytes, expected ",
+                  xgrad::Generator::kStateSize);
+
+  // The optimizer state: groups by parameter name, tensors "optim.<param>.<key>".
+  nlohmann::json oj = meta_json(m, "optimizer", file);
+  optim::OptimizerState os;
+  std::map<std::string, int64_t> index_of;
+  for (std::size_t i = 0; i < opt_param_names_.size(); ++i)
+    index_of[opt_param_names_[i]] = static_cast<int64_t>(i);
+  try {
+    os.type = oj.at("type").get<std::string>();
+    for (const auto& g : oj.at("param_groups")) {
+      optim::ParamGroupState pg;
+      pg.options = g.at("options").get<std::map<std::string, double>>();
+      for (const auto& name : g.at("params")) {
+        auto it = index_of.find(name.get<std::string>());
+        if (it == index_of.end())
+          xgrad::fail("checkpoint", file, ": the optimizer state names parameter '",
+                      name.get<std::string>(), "', which this model does not have");
+        pg.params.push_back(it->second);
+      }
+      os.param_groups.push_back(std::move(pg));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    xgrad::fail("checkpoint", file, ": metadata 'optimizer' is malformed (", e.what(), ")");
+  }
+  for (const auto& [name, t] : ck.train_state.tensors) {
+    auto dot = name.rfind('.');
+    if (name.rfind("optim.", 0) != 0 || dot == std::string::npos || dot <= 6)
+      xgrad::fail("checkpoint", file, ": unexpected tensor '", name, "'");
+    auto it = index_of.find(name.substr(6, dot - 6));
+    if (it == index_of.end())
+      xgrad::fail("checkpoint", file, ": tensor '", name, "' is for a parameter this model does not have");
+    os.state[it->second][name.substr(dot + 1)] = t;
+  }
+  nn::StateDict sd;
+  for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
+
+  // 2. apply: the model first (all-or-nothing), then the optimizer (all-or-nothing); if the
+  // optimizer refuses, the model gets its old values back.
+  nn::StateDict before = model_->state_dict().clone();
+  try {
+    model_->load_state_dict(sd);
+  } catch (const xgrad::Error& e) {
+    xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit the model: ", e.what());
+  }
+  try {
+    opt_->load_state_dict(os);
+  } catch (const xgrad::Error& e) {
+    model_->load_state_dict(before);
+    xgrad::fail("checkpoint", file, ": the optimizer state does not fit: ", e.what());
+  }
+  step_ = step;
+  tokens_seen_ = tokens_seen;
+  elapsed_s_ = elapsed;
+  sched_->load_state_dict(step_);
+  xgrad::default_generator().set_state(rng_default);
+  train_batches_.set_state(rng_batches);
+}
+
+double Trainer::estimate_loss(const std::string& split) {
+  const bool val = split == "val";
+  const std::vector<int64_t>* tokens = val ? &corpus_.split.val : &corpus_.split.train;
+  BatchSampler batches(tokens, o_.batch_size, o_.model.context_length,
+                       eval_seed(o_.seed, val), split);
+  const bool was_training = model_->is_training();
+  model_->eval();
+  xgrad::NoGradGuard no_grad;
+  double total = 0;
+  for (int64_t i = 0; i < o_.eval_iters; ++i) {
+    Batch b = batches.next();
+    total += xgrad::cross_entropy((*model_)(b.x), b.y).item();
+  }
+  model_->train(was_training);
+  return total / static_cast<double>(o_.eval_iters);
+}
+
+TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
+  using clock = std::chrono::steady_clock;
+  TrainResult r;
+  const auto start = clock::now();
+  auto since_start = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+  auto say = [&](const std::string& s) {
+    if (progress) progress->message(s);
+    else spdlog::info("{}", s);
+  };
+  const std::vector<Tensor> params = model_->parameters();
+  const int64_t tokens_per_step = o_.batch_size * o_.model.context_length;
+  xgrad::Generator sample_gen(sample_seed(o_.seed));
+  int64_t last_saved = -1;
+  double step_time_avg = 0;  // seconds, exponential moving average
+  model_->train();
+
+  bool stopped_early = false;
+  while (step_ < o_.steps) {
+    if (stop_after >= 0 && step_ >= stop_after) {
+      stopped_early = true;
+      break;
+    }
+    if (o_.time_budget > 0 && since_start() >= o_.time_budget) {
+      stopped_early = true;
+      r.time_budget_hit = true;
+      say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
+          std::to_string(step_));
+      break;
+    }
+    const auto t0 = clock::now();
+    const double lr = opt_->lr(0);
+    Batch b = train_batches_.next();
+    Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+    Tensor loss = xgrad::cross_entropy(logits, b.y);
+    const double loss_v = loss.item();
+    if (!std::isfinite(loss_v)) {
+      r.nan_stop = true;
+      say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
+          "; stopping without saving (lower --lr or raise --grad-clip?)");
+      break;
+    }
+    loss.backward();
+    if (o_.grad_clip > 0) xgrad::nn::utils::clip_grad_norm_(params, o_.grad_clip);
+    opt_->step();
+    opt_->zero_grad();
+    sched_->step();
+    ++step_;
+    tokens_seen_ += tokens_per_step;
+
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    elapsed_s_ += dt;
+    step_time_avg = step_time_avg == 0 ? dt : 0.9 * step_time_avg + 0.1 * dt;
+    const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
+    double eta = double(o_.steps - step_) * step_time_avg;
+    if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
+    r.history.push_back({step_, loss_v, lr});
+    if (progress) progress->update(step_, loss_v, tok_s, eta);
+
+    MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
+    const bool eval_now = step_ % o_.eval_interval == 0 || step_ == o_.steps;
+    if (eval_now) {
+      const double train_l = estimate_loss("train");
+      const double val_l = estimate_loss("val");
+      row.val_loss = val_l;
+      r.last_val_loss = val_l;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
+                    static_cast<long long>(step_), train_l, val_l, lr);
+      say(buf);
+      if (o_.sample_length > 0) {
+        // a fixed first character; sample_gen keeps the training streams untouched
+        std::vector<int64_t> prompt = {corpus_.split.val.front()};
+        auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
+                                   sample_gen);
+        say("sample: " + corpus_.tokenizer.decode(ids));
+      }
+    }
+    if (metrics) metrics->append(row);
+    if (eval_now) {
+      r.last_checkpoint = save();
+      last_saved = step_;
+      say("saved checkpoint " + r.last_checkpoint->string());
+    }
+  }
+  if (stopped_early && last_saved != step_ && !r.history.empty()) {
+    r.last_checkpoint = save();
+    say("saved checkpoint " + r.last_checkpoint->string());
+  }
+  if (progress) progress->finish();
+  r.step = step_;
+  return r;
+}
+
+// ---------------------------------------------------------------- sampling
+std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids,
+                                     int64_t max_new_tokens, double temperature, int64_t top_k,
+                                     xgrad::Generator& gen) {
+  if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
+  const int64_t ctx = model.cfg.context_length;
+  const bool was_training = model.is_training();
+  model.eval();
+  xgrad::NoGradGuard no_grad;
+  std::vector<double> logits;
+  for (int64_t n = 0; n < max_new_tokens; ++n) {
+    const int64_t t = std::min<int64_t>(static_cast<int64_t>(ids.size()), ctx);
+    std::vector<int64_t> window(ids.end() - t, ids.end());
+    Tensor out = model(xgrad::from_vector(window, {1, t}));  // (1, t, vocab)
+    logits = out.select(0, 0).select(0, t - 1).to_vector<double>();
+    const int64_t V = static_cast<int64_t>(logits.size());
+    int64_t next = 0;
+    if (temperature == 0) {
+      next = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    } else {
+      for (double& l : logits) l /= temperature;
+      if (top_k > 0 && top_k < V) {  // keep the top_k largest (ties included), as nanoGPT
+        std::vector<double> sorted = logits;
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                         std::greater<double>());
+        const double kth = sorted[static_cast<std::size_t>(top_k - 1)];
+        for (double& l : logits)
+          if (l < kth) l = -std::numeric_limits<double>::infinity();
+      }
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (double& l : logits) sum += (l = std::exp(l - mx));
+      double u = 0;
+      gen.uniform(&u, 1, 0.0, 1.0);
+      double target = u * sum, acc = 0;
+      next = V - 1;
+      for (int64_t i = 0; i < V; ++i) {
+        acc += logits[static_cast<std::size_t>(i)];
+        if (target < acc) {
+          next = i;
+          break;
+        }
+      }
+      while (next > 0 && logits[static_cast<std::size_t>(next)] == 0) --next;  // never a masked id
+    }
+    ids.push_back(next);
+  }
+  model.train(was_training);
+  return ids;
+}
+
+}  // namespace train_lm

@@ -1,0 +1,21 @@
+// <xgrad/nn.h>: the module system and layers (namespace xgrad::nn). Included by <xgrad/xgrad.h>.
+//
+//   module.h       Module, StateDict: parameters, buffers, children, state_dict, printing
+//   containers.h   ModuleList, Sequential
+//   init.h         nn::init::kaiming_uniform_, normal_, xavier_uniform_, ...
+//   linear.h       Linear
+//   layers.h       Dropout, Embedding, LayerNorm, GELU, ReLU, Identity
+//   attention.h    SelfAttention, CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention
+//   transformer.h  GPTConfig, FeedForward, TransformerBlock
+//   gpt.h          GPTModel
+//   loss.h         CrossEntropyLoss, MSELoss
+#pragma once
+#include "xgrad/nn/module.h"
+#include "xgrad/nn/containers.h"
+#include "xgrad/nn/init.h"
+#include "xgrad/nn/linear.h"
+#include "xgrad/nn/layers.h"
+#include "xgrad/nn/attention.h"
+#include "xgrad/nn/transformer.h"
+#include "xgrad/nn/gpt.h"
+#include "xgrad/nn/loss.h"

@@ -1,0 +1,89 @@
+// xgrad/nn/attention.h: the attention family of the seed notebooks, with their names.
+//
+// - SelfAttention:             softmax(Q K^T / sqrt(d_out)) V, no mask (seed 002)
+// - CausalAttention:           + causal mask buffer and dropout on the weights (seeds 001-003)
+// - MultiHeadAttentionWrapper: a ModuleList of CausalAttention heads, outputs concatenated on
+//                              the last dim: d_out per head, num_heads * d_out in all
+// - MultiHeadAttention:        one projection each for Q, K, V, split into heads with view +
+//                              transpose, out_proj (seed 000, Raschka ch. 3)
+// - MHLinear:                  seed 004's fused multi-head projection, weight (d_in, n_heads,
+//                              d_k), one GEMM for all heads
+// Every forward reads line for line like the notebook code; the causal mask is a registered
+// bool buffer "mask" sliced to the current number of tokens.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "xgrad/nn/containers.h"
+#include "xgrad/nn/layers.h"
+#include "xgrad/nn/linear.h"
+#include "xgrad/nn/module.h"
+
+namespace xgrad::nn {
+
+class SelfAttention : public Module {
+ public:
+  SelfAttention(int64_t d_in, int64_t d_out, bool qkv_bias = false);
+  Tensor forward(const Tensor& x) override;  // (T, d_in) or (b, T, d_in) -> (..., T, d_out)
+  std::string name() const override { return "SelfAttention"; }
+
+  int64_t d_out;
+  std::shared_ptr<Linear> W_query, W_key, W_value;
+};
+
+class CausalAttention : public Module {
+ public:
+  CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
+                  bool qkv_bias = false);
+  Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, d_out)
+  std::string name() const override { return "CausalAttention"; }
+
+  int64_t d_out;
+  int64_t context_length;
+  std::shared_ptr<Linear> W_query, W_key, W_value;
+  std::shared_ptr<Dropout> dropout;
+  Tensor mask;  // (context_length, context_length) bool, true above the diagonal
+};
+
+class MultiHeadAttentionWrapper : public Module {
+ public:
+  MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
+                            int64_t num_heads, bool qkv_bias = false);
+  Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, num_heads * d_out)
+  std::string name() const override { return "MultiHeadAttentionWrapper"; }
+
+  std::shared_ptr<ModuleList> heads;  // of CausalAttention
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
+                     int64_t num_heads, bool qkv_bias = false);
+  Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, d_out)
+  std::string name() const override { return "MultiHeadAttention"; }
+
+  int64_t d_out;
+  int64_t num_heads;
+  int64_t head_dim;
+  int64_t context_length;
+  std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
+  std::shared_ptr<Dropout> dropout;
+  Tensor mask;
+};
+
+class MHLinear : public Module {
+ public:
+  // seed 004: MHLinear(n_heads, T, d_k) where T is the input feature size
+  MHLinear(int64_t n_heads, int64_t d_in, int64_t d_k);
+  Tensor forward(const Tensor& x) override;  // (B, N, d_in) -> (B, n_heads, N, d_k)
+  std::string name() const override { return "MHLinear"; }
+  std::string extra_repr() const override;
+
+  int64_t n_heads;
+  int64_t d_in;
+  int64_t d_k;
+  Tensor weights;  // (d_in, n_heads, d_k) ~ U(-1/sqrt(d_in), 1/sqrt(d_in))
+};
+
+}  // namespace xgrad::nn

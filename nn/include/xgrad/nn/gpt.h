@@ -1,0 +1,40 @@
+// xgrad/nn/gpt.h: GPTModel, Raschka's ch04 GPT-2 (tok_emb, pos_emb, drop_emb, trf_blocks,
+// final_norm, out_head). With the default GPTConfig it has 163,009,536 parameters (the
+// output head is not tied to tok_emb, as in the book).
+//
+//   manual_seed(123);
+//   nn::GPTModel model(nn::GPTConfig{});        // same weights as torch's GPTModel(cfg)
+//   Tensor logits = model(ids);                  // ids int64 (b, T) -> (b, T, vocab_size)
+//
+// State dict keys are torch's for the same structure: "tok_emb.weight",
+// "trf_blocks.0.att.W_query.weight", "trf_blocks.0.att.mask", "trf_blocks.0.norm1.weight",
+// "trf_blocks.0.ff.layers.0.weight", ..., "final_norm.bias", "out_head.weight" (see
+// transformer.h for the LayerNorm naming).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "xgrad/nn/containers.h"
+#include "xgrad/nn/layers.h"
+#include "xgrad/nn/linear.h"
+#include "xgrad/nn/module.h"
+#include "xgrad/nn/transformer.h"
+
+namespace xgrad::nn {
+
+class GPTModel : public Module {
+ public:
+  explicit GPTModel(const GPTConfig& cfg = GPTConfig{});
+  // in_idx int64 (b, T), T <= context_length, ids in [0, vocab_size) -> logits (b, T, vocab).
+  Tensor forward(const Tensor& in_idx) override;
+
+  GPTConfig cfg;
+  std::shared_ptr<Embedding> tok_emb;
+  std::shared_ptr<Embedding> pos_emb;
+  std::shared_ptr<Dropout> drop_emb;
+  std::shared_ptr<Sequential> trf_blocks;  // of TransformerBlock: trf_blocks->at<TransformerBlock>(0)
+  std::shared_ptr<LayerNorm> final_norm;
+  std::shared_ptr<Linear> out_head;
+};
+
+}  // namespace xgrad::nn

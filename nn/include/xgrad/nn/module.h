@@ -1,0 +1,157 @@
+// xgrad/nn/module.h: the Module base class (torch.nn.Module) and StateDict.
+//
+// A module owns named parameters (trainable leaf tensors), named buffers (saved, not
+// trained: the causal mask) and named child modules, each registered once in its
+// constructor. Names and orders follow PyTorch, so `named_parameters()` yields
+// "trf_blocks.0.att.W_query.weight" in the same order as torch and a state dict written by a
+// torch twin of the model loads key for key.
+//
+// Writing a module (see linear.h / linear.cpp for the smallest complete one):
+//
+//   class Block : public Module {
+//    public:
+//     Block(int64_t d) {
+//       fc = register_module("fc", std::make_shared<Linear>(d, d));   // constructs (and draws
+//       scale = register_parameter("scale", ones({d}));              // its init) in this order
+//     }
+//     Tensor forward(const Tensor& x) override { return (*fc)(x) * scale; }
+//     std::shared_ptr<Linear> fc;   // public members named like the Python attributes
+//     Tensor scale;
+//   };
+//
+// Members and the registry hold handles to the same tensor, so `to(kFloat64)`,
+// `load_state_dict()` and optimizers (which update parameters in place) are seen through
+// both. Construct submodules in the order torch's __init__ does: random initialisation draws
+// from the default generator in construction order.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "xgrad/tensor.h"
+
+namespace xgrad::nn {
+
+// Ordered name -> tensor map, the result of Module::state_dict() (like torch's OrderedDict).
+// Inserting an existing name replaces its tensor and keeps its position.
+class StateDict {
+ public:
+  using value_type = std::pair<std::string, Tensor>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  void insert(const std::string& name, const Tensor& tensor);
+  bool contains(const std::string& name) const;
+  const Tensor& at(const std::string& name) const;  // throws xgrad::Error for a missing name
+  Tensor& at(const std::string& name);
+  bool erase(const std::string& name);
+  std::vector<std::string> keys() const;
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  // A deep copy (copy.deepcopy(model.state_dict())): state_dict() shares storage with the
+  // model, so keep a clone when you mean to restore the values later.
+  StateDict clone() const;
+
+ private:
+  std::vector<value_type> items_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+// What load_state_dict(strict=false) skipped (torch's _IncompatibleKeys).
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;             // parameters are shared handles: a copy would
+  Module& operator=(const Module&) = delete;  // silently alias them
+
+  // ---- calling: modules whose forward takes and returns one tensor override this one;
+  // Sequential chains them. The default throws.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // ---- registration (in the constructor). Names are unique within a module and contain no
+  // '.'. register_parameter makes `tensor` a leaf that requires grad (unless told otherwise)
+  // and returns the same handle; an undefined tensor registers nothing (bias=False).
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // Buffers are saved in state_dict() (unless persistent is false) and converted by to(),
+  // but never trained.
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    static_assert(std::is_base_of_v<Module, M>, "register_module needs a Module subclass");
+    add_child(name, module);
+    return module;
+  }
+
+  // ---- traversal (recursive, dotted names, torch's order: a module's own tensors first,
+  // then its children's in registration order; shared tensors/modules are listed once).
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Preorder, this module first under the name "" (pointers live as long as this module).
+  std::vector<std::pair<std::string, Module*>> named_modules();
+
+  // ---- modes and bookkeeping
+  Module& train(bool on = true);  // recursive, like torch: affects Dropout
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();               // sets every parameter's .grad to none (torch's default)
+  Module& requires_grad_(bool on = true);  // freeze / unfreeze every parameter
+  int64_t num_parameters(bool only_trainable = false) const;
+  // Converts every floating-point parameter, buffer and gradient to `dtype` in place, like
+  // torch's .double()/.float(): member handles and optimizers see the new tensors.
+  Module& to(DType dtype);
+
+  // ---- state
+  // Parameters and persistent buffers by dotted name, sharing storage with the module
+  // (detached); a module reachable by two paths appears under both, as in torch.
+  // See StateDict::clone().
+  StateDict state_dict() const;
+  // Copies every tensor of `state` into the module in place (no grad recorded). Missing and
+  // unexpected keys (when strict), shape and dtype-kind mismatches are all reported together
+  // in one xgrad::Error, and then nothing has been modified.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // ---- printing like torch: `Linear(in_features=6, out_features=6, bias=True)`
+  virtual std::string name() const;        // the class name without namespaces
+  virtual std::string extra_repr() const;  // the text inside the parentheses (default "")
+  std::string repr() const;
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const char* what, const std::string& name) const;
+  template <class F> void visit(const std::string& prefix, F&& f, bool dedup = true) const;
+
+  struct Buffer {
+    std::string name;
+    Tensor tensor;
+    bool persistent = true;
+  };
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+std::string to_string(const Module& module);
+
+// Python's repr() of a float (0.1, 1e-05, 0.0, 1e+16), for extra_repr().
+std::string repr_float(double value);
+
+}  // namespace xgrad::nn

@@ -1,0 +1,64 @@
+// nn/src/transformer.cpp: GPTConfig checks, FeedForward and TransformerBlock.
+// reference: rasbt/LLMs-from-scratch, ch04/01_main-chapter-code/gpt.py
+#include "xgrad/nn/transformer.h"
+
+#include "xgrad/ops.h"
+
+namespace xgrad::nn {
+
+void validate(const GPTConfig& cfg, const char* who) {
+  if (cfg.vocab_size <= 0) fail(who, "vocab_size must be positive, got ", cfg.vocab_size);
+  if (cfg.context_length <= 0) fail(who, "context_length must be positive, got ", cfg.context_length);
+  if (cfg.emb_dim <= 0) fail(who, "emb_dim must be positive, got ", cfg.emb_dim);
+  if (cfg.n_heads <= 0) fail(who, "n_heads must be positive, got ", cfg.n_heads);
+  if (cfg.n_layers < 0) fail(who, "n_layers must be >= 0, got ", cfg.n_layers);
+  if (cfg.emb_dim % cfg.n_heads != 0)
+    fail(who, "emb_dim (", cfg.emb_dim, ") must be divisible by n_heads (", cfg.n_heads, ")");
+  if (!(cfg.drop_rate >= 0.0 && cfg.drop_rate <= 1.0))
+    fail(who, "drop_rate must be in [0, 1], got ", cfg.drop_rate);
+}
+
+// ---------------------------------------------------------------- FeedForward
+FeedForward::FeedForward(const GPTConfig& cfg) {
+  if (cfg.emb_dim <= 0) fail("FeedForward", "emb_dim must be positive, got ", cfg.emb_dim);
+  // built one by one: the two Linears draw their init in this order, as in torch
+  auto seq = std::make_shared<Sequential>();
+  seq->push_back(std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim));
+  seq->push_back(std::make_shared<GELU>("tanh"));
+  seq->push_back(std::make_shared<Linear>(4 * cfg.emb_dim, cfg.emb_dim));
+  layers = register_module("layers", seq);
+}
+
+Tensor FeedForward::forward(const Tensor& x) {
+  return layers->forward(x);  // (b, T, emb) -> (b, T, 4 emb) -> (b, T, emb)
+}
+
+// ---------------------------------------------------------------- TransformerBlock
+TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
+  validate(cfg, "TransformerBlock");
+  att = register_module("att", std::make_shared<MultiHeadAttention>(
+      /*d_in=*/cfg.emb_dim, /*d_out=*/cfg.emb_dim, /*context_length=*/cfg.context_length,
+      /*dropout=*/cfg.drop_rate, /*num_heads=*/cfg.n_heads, /*qkv_bias=*/cfg.qkv_bias));
+  ff = register_module("ff", std::make_shared<FeedForward>(cfg));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.emb_dim));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.emb_dim));
+  drop_shortcut = register_module("drop_shortcut", std::make_shared<Dropout>(cfg.drop_rate));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x_in) {
+  // shortcut connection around attention: (b, T, emb) throughout
+  Tensor shortcut = x_in;
+  Tensor x = norm1->forward(x_in);
+  x = att->forward(x);
+  x = drop_shortcut->forward(x);
+  x = x + shortcut;
+
+  // shortcut connection around the feed-forward network
+  shortcut = x;
+  x = norm2->forward(x);
+  x = ff->forward(x);
+  x = drop_shortcut->forward(x);
+  return x + shortcut;
+}
+
+}  // namespace xgrad::nn

@@ -1,0 +1,76 @@
+// xgrad/optim/adam.h: Adam (L2 weight decay added to the gradient) and AdamW (decoupled
+// weight decay), as torch.optim.Adam / torch.optim.AdamW, with amsgrad.
+//
+//   AdamW opt(model.parameters(), {.lr = 3e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+//
+// Each step is one fused pass over the parameter, its gradient and both moments (see
+// adam.cpp), with torch's single-tensor formulas and rounding order.
+#pragma once
+#include <utility>
+
+#include "xgrad/optim/optimizer.h"
+
+namespace xgrad::optim {
+
+// torch.optim.Adam's options and defaults.
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+// torch.optim.AdamW's options and defaults (weight_decay 1e-2).
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+};
+
+struct AdamParamState {
+  int64_t step = 0;        // steps taken by this parameter
+  Tensor exp_avg;          // first moment; undefined until the first step
+  Tensor exp_avg_sq;       // second moment
+  Tensor max_exp_avg_sq;   // amsgrad only
+};
+
+class Adam : public OptimizerBase<AdamOptions, AdamParamState> {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  explicit Adam(std::vector<ParamGroup> groups);
+  const char* name() const override { return "Adam"; }
+
+ protected:
+  void step_impl() override;
+  void validate(const AdamOptions& o) const override;
+  std::map<std::string, double> options_to_map(const AdamOptions& o) const override;
+  AdamOptions options_from_map(const std::map<std::string, double>& m,
+                                const char* op) const override;
+  std::map<std::string, Tensor> state_to_map(const AdamParamState& s) const override;
+  AdamParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                const AdamOptions& options, int64_t index,
+                                const char* op) const override;
+};
+
+class AdamW : public OptimizerBase<AdamWOptions, AdamParamState> {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<ParamGroup> groups);
+  const char* name() const override { return "AdamW"; }
+
+ protected:
+  void step_impl() override;
+  void validate(const AdamWOptions& o) const override;
+  std::map<std::string, double> options_to_map(const AdamWOptions& o) const override;
+  AdamWOptions options_from_map(const std::map<std::string, double>& m,
+                                const char* op) const override;
+  std::map<std::string, Tensor> state_to_map(const AdamParamState& s) const override;
+  AdamParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                const AdamWOptions& options, int64_t index,
+                                const char* op) const override;
+};
+
+}  // namespace xgrad::optim

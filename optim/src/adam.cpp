@@ -1,0 +1,328 @@
+// optim/src/adam.cpp: Adam and AdamW (the same fused kernel; they differ in where the
+// weight decay goes), with amsgrad.
+//
+// reference: torch/optim/adam.py and adamw.py (torch 1.13), _single_tensor_adam(w):
+//   step += 1
+//   param *= 1 - lr * weight_decay                          (AdamW: decoupled decay)
+//   grad = grad + weight_decay * param                      (Adam: L2 penalty)
+//   exp_avg    = exp_avg * beta1 + (1 - beta1) * grad
+//   exp_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * grad * grad
+//   max_exp_avg_sq = maximum(max_exp_avg_sq, exp_avg_sq)    (amsgrad; used below instead)
+//   bias_correction1 = 1 - beta1^step, bias_correction2 = 1 - beta2^step   (in double)
+//   step_size = lr / bias_correction1
+//   denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps
+//   param = param - step_size * exp_avg / denom
+// torch runs these as 6-8 separate passes over memory; here they are one streaming pass
+// that reads p, g, m, v and writes p, m, v (xsimd batches + a scalar tail), with the same
+// operation order, the same fused multiply-adds and the scalars rounded to the parameter's
+// dtype as torch's CPU kernels do: the results equal torch 1.13's to the bit (see
+// adam_element), which tests/optim checks to 1e-6.
+#include <cmath>
+#include <type_traits>
+
+#if __has_include(<xsimd/xsimd.hpp>)
+#include <xsimd/xsimd.hpp>
+#define XGRAD_HAVE_XSIMD 1
+#else
+#define XGRAD_HAVE_XSIMD 0
+#endif
+
+#include "kernels.h"
+#include "optimizer_base_impl.h"
+#include "xgrad/ops.h"
+#include "xgrad/optim/adam.h"
+
+namespace xgrad::optim {
+
+template class OptimizerBase<AdamOptions, AdamParamState>;
+template class OptimizerBase<AdamWOptions, AdamParamState>;
+
+namespace {
+
+// The per-step scalars, as T or as a SIMD batch of T (V).
+template <class V>
+struct AdamScalars {
+  V decay;      // AdamW: 1 - lr * weight_decay
+  V wd;         // Adam: weight_decay
+  V beta1, one_minus_beta1, beta2, one_minus_beta2;
+  V bc2_sqrt;   // sqrt(1 - beta2^step)
+  V eps;
+  V neg_step_size;  // -lr / (1 - beta1^step)
+};
+
+// max(old, v) with torch.maximum's NaN propagation, for scalars and SIMD batches.
+inline float nan_max(float old, float v) { return (old >= v || old != old) ? old : v; }
+inline double nan_max(double old, double v) { return (old >= v || old != old) ? old : v; }
+
+// The value of a product as rounded on its own: keeps the compiler from contracting it into
+// a later addition (torch rounds param * (1 - lr * wd) before adding the update).
+template <class V>
+inline V rounded(V v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+x"(v));
+#endif
+  return v;
+}
+
+#if XGRAD_HAVE_XSIMD
+template <class T, class A>
+inline xsimd::batch<T, A> nan_max(const xsimd::batch<T, A>& old, const xsimd::batch<T, A>& v) {
+  return xsimd::select((old >= v) || (old != old), old, v);
+}
+template <class T, class A>
+inline xsimd::batch<T, A> rounded(const xsimd::batch<T, A>& v) {
+  typename xsimd::batch<T, A>::register_type r = v;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+v"(r));
+#endif
+  return r;
+}
+// A fused multiply-add of batches that is really fused: xsimd 8's fma for AVX-512 is
+// x * y + z, which GCC may contract the wrong way (fusing a product inside z instead).
+template <class T, class A>
+inline xsimd::batch<T, A> fused_fma(const xsimd::batch<T, A>& x, const xsimd::batch<T, A>& y,
+                              const xsimd::batch<T, A>& z) {
+  constexpr std::size_t bytes = sizeof(typename xsimd::batch<T, A>::register_type);
+  constexpr bool f32 = std::is_same_v<T, float>, f64 = std::is_same_v<T, double>;
+#if defined(__AVX512F__)
+  if constexpr (bytes == 64 && f32) return _mm512_fmadd_ps(x, y, z);
+  if constexpr (bytes == 64 && f64) return _mm512_fmadd_pd(x, y, z);
+#endif
+#if defined(__FMA__)
+  if constexpr (bytes == 32 && f32) return _mm256_fmadd_ps(x, y, z);
+  if constexpr (bytes == 32 && f64) return _mm256_fmadd_pd(x, y, z);
+  if constexpr (bytes == 16 && f32) return _mm_fmadd_ps(x, y, z);
+  if constexpr (bytes == 16 && f64) return _mm_fmadd_pd(x, y, z);
+#endif
+  alignas(64) T a[xsimd::batch<T, A>::size], b[xsimd::batch<T, A>::size], c[xsimd::batch<T, A>::size];
+  x.store_aligned(a);
+  y.store_aligned(b);
+  z.store_aligned(c);
+  for (std::size_t k = 0; k < xsimd::batch<T, A>::size; ++k) a[k] = std::fma(a[k], b[k], c[k]);
+  return xsimd::batch<T, A>::load_aligned(a);
+}
+using xsimd::sqrt;
+#endif
+inline float fused_fma(float x, float y, float z) { return std::fma(x, y, z); }
+inline double fused_fma(double x, double y, double z) { return std::fma(x, y, z); }
+using std::sqrt;
+
+// GCC 12 warns that _mm512_sqrt_p[sd]'s _mm512_undefined_p[sd]() operand "may be used
+// uninitialized" (a false positive inside the intrinsic).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// One element (or one SIMD batch) of the update, with torch's CPU kernels' roundings:
+// add(other, alpha) is fma(alpha, other, self), addcmul(t1, t2, value) is
+// fma(value * t1, t2, self), addcdiv(t1, t2, value) is self + (value * t1) / t2, and the
+// division by sqrt(bias_correction2) is a true division.
+template <bool kDecoupled, bool kL2, bool kAmsgrad, class V>
+inline void adam_element(V& p, V g, V& m, V& v, V& vmax, const AdamScalars<V>& s) {
+  if constexpr (kDecoupled) p = rounded(p * s.decay);           // param.mul_(1 - lr * wd)
+  if constexpr (kL2) g = fused_fma(s.wd, p, g);                        // grad.add(param, alpha=wd)
+  m = fused_fma(s.one_minus_beta1, g, m * s.beta1);                    // exp_avg.mul_(b1).add_(g, 1-b1)
+  v = fused_fma(s.one_minus_beta2 * g, g, v * s.beta2);                // .mul_(b2).addcmul_(g, g, 1-b2)
+  V vv = v;
+  if constexpr (kAmsgrad) vv = vmax = nan_max(vmax, v);          // torch.maximum(max, v)
+  const V denom = sqrt(vv) / s.bc2_sqrt + s.eps;                 // (sqrt(v) / sqrt(bc2)).add_(eps)
+  p = p + (s.neg_step_size * m) / denom;                         // addcdiv_(m, denom, -step_size)
+}
+
+// The fused update of one contiguous parameter: one streaming pass reading p, g, m, v (and
+// max_exp_avg_sq) and writing them back, SIMD batches (xsimd) then a scalar tail, both
+// through adam_element so every element sees the same operations.
+template <class T, bool kDecoupled, bool kL2, bool kAmsgrad>
+void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                 T* __restrict vmax, int64_t n, const AdamScalars<T>& s) {
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const AdamScalars<B> sb{B(s.decay), B(s.wd), B(s.beta1), B(s.one_minus_beta1), B(s.beta2),
+                          B(s.one_minus_beta2), B(s.bc2_sqrt), B(s.eps), B(s.neg_step_size)};
+  for (; i + W <= n; i += W) {
+    B pb = B::load_unaligned(p + i), mb = B::load_unaligned(m + i), vb = B::load_unaligned(v + i);
+    B xb = kAmsgrad ? B::load_unaligned(vmax + i) : B(T(0));
+    adam_element<kDecoupled, kL2, kAmsgrad>(pb, B::load_unaligned(g + i), mb, vb, xb, sb);
+    pb.store_unaligned(p + i);
+    mb.store_unaligned(m + i);
+    vb.store_unaligned(v + i);
+    if constexpr (kAmsgrad) xb.store_unaligned(vmax + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    T x = kAmsgrad ? vmax[i] : T(0);
+    adam_element<kDecoupled, kL2, kAmsgrad>(p[i], g[i], m[i], v[i], x, s);
+    if constexpr (kAmsgrad) vmax[i] = x;
+  }
+}
+
+template <class T, bool kDecoupled>
+void adam_dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, bool l2, bool amsgrad,
+                   const AdamScalars<T>& s) {
+  if (l2 && amsgrad) adam_kernel<T, kDecoupled, true, true>(p, g, m, v, vmax, n, s);
+  else if (l2) adam_kernel<T, kDecoupled, true, false>(p, g, m, v, vmax, n, s);
+  else if (amsgrad) adam_kernel<T, kDecoupled, false, true>(p, g, m, v, vmax, n, s);
+  else adam_kernel<T, kDecoupled, false, false>(p, g, m, v, vmax, n, s);
+}
+
+// One step of every parameter with a gradient; `decoupled` selects AdamW.
+template <class O>
+void adam_step(const std::vector<ParamGroup<O>>& groups,
+               std::vector<std::vector<AdamParamState>>& state, bool decoupled) {
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const O& o = groups[gi].options;
+    for (std::size_t i = 0; i < groups[gi].params.size(); ++i) {
+      const Tensor& p = groups[gi].params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      grad = grad.contiguous();
+      AdamParamState& st = state[gi][i];
+      if (!st.exp_avg.defined()) {
+        st.step = 0;
+        st.exp_avg = zeros(p.shape(), p.dtype());
+        st.exp_avg_sq = zeros(p.shape(), p.dtype());
+      }
+      if (o.amsgrad && !st.max_exp_avg_sq.defined())
+        st.max_exp_avg_sq = zeros(p.shape(), p.dtype());
+      st.step += 1;
+
+      const double step = static_cast<double>(st.step);
+      const double bias_correction1 = 1.0 - std::pow(o.betas.first, step);
+      const double bias_correction2 = 1.0 - std::pow(o.betas.second, step);
+      const double step_size = o.lr / bias_correction1;
+      const bool l2 = !decoupled && o.weight_decay != 0;
+      kernels::dispatch_float(p.dtype(), decoupled ? "AdamW" : "Adam", [&](auto tag) {
+        using T = decltype(tag);
+        const AdamScalars<T> s{
+            .decay = static_cast<T>(1.0 - o.lr * o.weight_decay),
+            .wd = static_cast<T>(o.weight_decay),
+            .beta1 = static_cast<T>(o.betas.first),
+            .one_minus_beta1 = static_cast<T>(1.0 - o.betas.first),
+            .beta2 = static_cast<T>(o.betas.second),
+            .one_minus_beta2 = static_cast<T>(1.0 - o.betas.second),
+            .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+            .eps = static_cast<T>(o.eps),
+            .neg_step_size = static_cast<T>(-step_size)};
+        T* vmax = o.amsgrad ? st.max_exp_avg_sq.data_ptr<T>() : nullptr;
+        auto run = decoupled ? adam_dispatch<T, true> : adam_dispatch<T, false>;
+        run(p.data_ptr<T>(), grad.data_ptr<T>(), st.exp_avg.data_ptr<T>(),
+            st.exp_avg_sq.data_ptr<T>(), vmax, p.numel(), l2, o.amsgrad, s);
+      });
+      ++p.impl()->storage->version;
+      ++st.exp_avg.impl()->storage->version;
+      ++st.exp_avg_sq.impl()->storage->version;
+      if (o.amsgrad) ++st.max_exp_avg_sq.impl()->storage->version;
+    }
+  }
+}
+
+template <class O>
+void adam_validate(const char* name, const O& o) {
+  if (!(o.lr >= 0)) fail(name, "invalid learning rate: ", o.lr, " (must be >= 0)");
+  if (!(o.eps >= 0)) fail(name, "invalid epsilon value: ", o.eps, " (must be >= 0)");
+  if (!(o.betas.first >= 0 && o.betas.first < 1))
+    fail(name, "invalid beta parameter at index 0: ", o.betas.first, " (must be in [0, 1))");
+  if (!(o.betas.second >= 0 && o.betas.second < 1))
+    fail(name, "invalid beta parameter at index 1: ", o.betas.second, " (must be in [0, 1))");
+  if (!(o.weight_decay >= 0))
+    fail(name, "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
+}
+
+template <class O>
+std::map<std::string, double> adam_options_to_map(const O& o) {
+  return {{"lr", o.lr},
+          {"beta1", o.betas.first},
+          {"beta2", o.betas.second},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
+
+template <class O>
+O adam_options_from_map(const std::map<std::string, double>& m, const char* op) {
+  detail::check_known_options(op, m, {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"});
+  return {.lr = detail::option(op, m, "lr"),
+          .betas = {detail::option(op, m, "beta1"), detail::option(op, m, "beta2")},
+          .eps = detail::option(op, m, "eps"),
+          .weight_decay = detail::option(op, m, "weight_decay"),
+          .amsgrad = detail::bool_option(op, m, "amsgrad")};
+}
+
+std::map<std::string, Tensor> adam_state_to_map(const AdamParamState& s) {
+  if (!s.exp_avg.defined()) return {};
+  std::map<std::string, Tensor> m{
+      {"step", detail::step_tensor(s.step)},
+      {"exp_avg", detail::copy_as(s.exp_avg, s.exp_avg.dtype())},
+      {"exp_avg_sq", detail::copy_as(s.exp_avg_sq, s.exp_avg_sq.dtype())}};
+  if (s.max_exp_avg_sq.defined())
+    m["max_exp_avg_sq"] = detail::copy_as(s.max_exp_avg_sq, s.max_exp_avg_sq.dtype());
+  return m;
+}
+
+// max_exp_avg_sq may be absent even with amsgrad (it then starts at zero, as when amsgrad is
+// switched on mid-run).
+AdamParamState adam_state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                   int64_t index, const char* op) {
+  detail::check_known_state(op, m, {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, index);
+  AdamParamState s;
+  if (m.empty()) return s;
+  auto step = m.find("step");
+  if (step == m.end()) fail(op, "the state of parameter ", index, " has no 'step'");
+  s.step = detail::step_from_tensor(op, step->second, index);
+  s.exp_avg = detail::state_tensor(op, m, "exp_avg", param, index);
+  s.exp_avg_sq = detail::state_tensor(op, m, "exp_avg_sq", param, index);
+  if (m.count("max_exp_avg_sq"))
+    s.max_exp_avg_sq = detail::state_tensor(op, m, "max_exp_avg_sq", param, index);
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Adam
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : OptimizerBase({ParamGroup{std::move(params), options}}) {
+  init_groups();
+}
+Adam::Adam(std::vector<ParamGroup> groups) : OptimizerBase(std::move(groups)) { init_groups(); }
+
+void Adam::step_impl() { adam_step(groups_, state_, /*decoupled=*/false); }
+void Adam::validate(const AdamOptions& o) const { adam_validate("Adam", o); }
+std::map<std::string, double> Adam::options_to_map(const AdamOptions& o) const {
+  return adam_options_to_map(o);
+}
+AdamOptions Adam::options_from_map(const std::map<std::string, double>& m, const char* op) const {
+  return adam_options_from_map<AdamOptions>(m, op);
+}
+std::map<std::string, Tensor> Adam::state_to_map(const AdamParamState& s) const {
+  return adam_state_to_map(s);
+}
+AdamParamState Adam::state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                    const AdamOptions&, int64_t index, const char* op) const {
+  return adam_state_from_map(m, param, index, op);
+}
+
+// ---------------------------------------------------------------- AdamW
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : OptimizerBase({ParamGroup{std::move(params), options}}) {
+  init_groups();
+}
+AdamW::AdamW(std::vector<ParamGroup> groups) : OptimizerBase(std::move(groups)) { init_groups(); }
+
+void AdamW::step_impl() { adam_step(groups_, state_, /*decoupled=*/true); }
+void AdamW::validate(const AdamWOptions& o) const { adam_validate("AdamW", o); }
+std::map<std::string, double> AdamW::options_to_map(const AdamWOptions& o) const {
+  return adam_options_to_map(o);
+}
+AdamWOptions AdamW::options_from_map(const std::map<std::string, double>& m,
+                                     const char* op) const {
+  return adam_options_from_map<AdamWOptions>(m, op);
+}
+std::map<std::string, Tensor> AdamW::state_to_map(const AdamParamState& s) const {
+  return adam_state_to_map(s);
+}
+AdamParamState AdamW::state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                     const AdamWOptions&, int64_t index, const char* op) const {
+  return adam_state_from_map(m, param, index, op);
+}
+
+}  // namespace xgrad::optim

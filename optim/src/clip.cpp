@@ -1,0 +1,159 @@
+// optim/src/clip.cpp: clip_grad_norm_ and clip_grad_value_.
+//
+// reference: torch/nn/utils/clip_grad.py (torch 1.13):
+//   norms = [norm(g, p) for g in grads]; total = norm(stack(norms), p)   (inf: max of maxes)
+//   clip_coef = max_norm / (total + 1e-6); g *= clamp(clip_coef, max=1)   (NaN passes)
+// The per-gradient norms accumulate in double (torch: in the gradient's dtype).
+#include <cmath>
+#include <limits>
+
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+#include "xgrad/optim/clip.h"
+
+namespace xgrad::nn::utils {
+
+namespace {
+
+// The p-norm of x[0..n) (torch.norm(x, p) for a vector). The common cases keep eight
+// independent accumulators so the loop vectorises without reassociating one sum.
+template <class T>
+double vector_norm(const T* x, int64_t n, double p) {
+  constexpr int K = 8;
+  if (p == 2.0 || p == 1.0) {
+    double acc[K] = {};
+    int64_t i = 0;
+    for (; i + K <= n; i += K)
+      for (int k = 0; k < K; ++k) {
+        const double v = static_cast<double>(x[i + k]);
+        acc[k] += p == 2.0 ? v * v : std::fabs(v);
+      }
+    for (; i < n; ++i) {
+      const double v = static_cast<double>(x[i]);
+      acc[0] += p == 2.0 ? v * v : std::fabs(v);
+    }
+    double sum = 0;
+    for (double a : acc) sum += a;
+    return p == 2.0 ? std::sqrt(sum) : sum;
+  }
+  if (std::isinf(p)) {
+    // max (p = inf) or min (p = -inf) of |x|; a NaN element makes the result NaN
+    const bool want_max = p > 0;
+    double best = n == 0 ? 0.0 : std::fabs(static_cast<double>(x[0]));
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = std::fabs(static_cast<double>(x[i]));
+      if (v != v || (want_max ? v > best : v < best)) best = v;
+      if (best != best) break;
+    }
+    return best;
+  }
+  if (p == 0.0) {
+    double count = 0;
+    for (int64_t i = 0; i < n; ++i) count += x[i] != T(0) ? 1.0 : 0.0;
+    return count;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::pow(std::fabs(static_cast<double>(x[i])), p);
+  return std::pow(sum, 1.0 / p);
+}
+
+double tensor_norm(const Tensor& g, double p) {
+  const Tensor c = g.contiguous();
+  if (c.dtype() == kFloat32) return vector_norm(c.data_ptr<float>(), c.numel(), p);
+  if (c.dtype() == kFloat64) return vector_norm(c.data_ptr<double>(), c.numel(), p);
+  fail("clip_grad_norm_", "gradients must be float32 or float64, got ", dtype_name(c.dtype()));
+}
+
+std::vector<Tensor> defined_grads(const char* op, const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> grads;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].defined()) fail(op, "parameter ", i, " is an undefined tensor");
+    Tensor g = parameters[i].grad();
+    if (!g.defined()) continue;
+    if (!g.is_floating_point())
+      fail(op, "the gradient of parameter ", i, " is ", dtype_name(g.dtype()),
+           ", expected float32 or float64");
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+// g *= coef in place (in g's dtype, like torch's mul_ by a 0-d tensor).
+void scale_(Tensor g, double coef) {
+  if (!g.is_contiguous()) {
+    g.mul_(coef);
+    return;
+  }
+  const int64_t n = g.numel();
+  if (g.dtype() == kFloat32) {
+    float* x = g.data_ptr<float>();
+    const float c = static_cast<float>(coef);
+    for (int64_t i = 0; i < n; ++i) x[i] *= c;
+  } else {
+    double* x = g.data_ptr<double>();
+    for (int64_t i = 0; i < n; ++i) x[i] *= coef;
+  }
+  ++g.impl()->storage->version;
+}
+
+template <class T>
+void clamp_values(T* x, int64_t n, T lo, T hi) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);  // NaN stays
+}
+
+}  // namespace
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  const char* op = "clip_grad_norm_";
+  if (!(max_norm >= 0)) fail(op, "max_norm must be >= 0, got ", max_norm);
+  if (std::isnan(norm_type)) fail(op, "norm_type must be a number or inf, got nan");
+  NoGradGuard no_grad;
+  const std::vector<Tensor> grads = defined_grads(op, parameters);
+  if (grads.empty()) return 0.0;
+
+  std::vector<double> norms;
+  norms.reserve(grads.size());
+  for (const Tensor& g : grads) norms.push_back(tensor_norm(g, norm_type));
+  const double total = vector_norm(norms.data(), static_cast<int64_t>(norms.size()), norm_type);
+  if (error_if_nonfinite && !std::isfinite(total))
+    fail(op, "the total norm of order ", norm_type, " for gradients from `parameters` is ",
+         "non-finite (", total, "), so it cannot be clipped. To disable this error and scale ",
+         "the gradients by the non-finite norm anyway, set error_if_nonfinite=false");
+
+  const double clip_coef = max_norm / (total + 1e-6);
+  // torch.clamp(clip_coef, max=1.0) keeps a NaN
+  const double coef = std::isnan(clip_coef) ? clip_coef : std::min(clip_coef, 1.0);
+  if (coef != 1.0)  // multiplying by exactly 1 changes nothing
+    for (const Tensor& g : grads) scale_(g, coef);
+  return total;
+}
+
+double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, error_if_nonfinite);
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  const char* op = "clip_grad_value_";
+  if (!(clip_value >= 0)) fail(op, "clip_value must be >= 0, got ", clip_value);
+  NoGradGuard no_grad;
+  for (Tensor g : defined_grads(op, parameters)) {
+    if (!g.is_contiguous()) {
+      g.copy_(clamp(g, -clip_value, clip_value));
+      continue;
+    }
+    if (g.dtype() == kFloat32)
+      clamp_values(g.data_ptr<float>(), g.numel(), static_cast<float>(-clip_value),
+                   static_cast<float>(clip_value));
+    else
+      clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
+    ++g.impl()->storage->version;
+  }
+}
+
+void clip_grad_value_(const Tensor& parameter, double clip_value) {
+  clip_grad_value_(std::vector<Tensor>{parameter}, clip_value);
+}
+
+}  // namespace xgrad::nn::utils

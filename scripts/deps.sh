@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# scripts/deps.sh: install xgrad's build dependencies from Debian, only what is missing.
+#
+#   scripts/deps.sh           compiler, CMake, OpenBLAS, GoogleTest, Google Benchmark, ...
+#   scripts/deps.sh --torch   also python3-torch (fixture regeneration and benchmarks against
+#                             PyTorch only; the C++ build and tests never need it)
+#
+# Idempotent: asks dpkg-query which packages are missing and runs `apt-get update` plus one
+# `apt-get install` only when something is. Uses sudo when not root. XGRAD_SKIP_DEPS=1 skips
+# the whole check (for machines where you manage the packages yourself).
+set -euo pipefail
+
+packages=(libxtensor-dev libxtensor-blas-dev libopenblas-dev libspdlog-dev libgtest-dev
+          libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev cmake g++ make)
+
+for arg in "$@"; do
+  case "$arg" in
+    --torch) packages+=(python3-torch) ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ "${XGRAD_SKIP_DEPS:-0}" == 1 ]]; then
+  echo "deps: XGRAD_SKIP_DEPS=1, not checking packages"
+  exit 0
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "deps: dpkg-query not found (not a Debian-based system); make sure these are installed:" >&2
+  echo "      ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  # "ii" = installed; anything else ("rc", "un", not known) counts as missing.
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == ii* ]] || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "deps: missing: ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=(env DEBIAN_FRONTEND=noninteractive)
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo env DEBIAN_FRONTEND=noninteractive)
+else
+  echo "deps: not root and no sudo; run as root:" >&2
+  echo "      apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "deps: running: ${as_root[*]} apt-get update"
+"${as_root[@]}" apt-get update
+echo "deps: running: ${as_root[*]} apt-get install -y --no-install-recommends ${missing[*]}"
+"${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+echo "deps: installed ${missing[*]}"

@@ -1,0 +1,50 @@
+// tests/core/gradcheck_table.h: the one table-driven gradient check over every op.
+//
+// Each op family has a file gradcheck_rows_<family>.cpp that returns its rows and
+// instantiates the shared parameterised test OpGradcheck with them:
+//
+//   std::vector<GradcheckRow> elementwise_rows() {
+//     return {
+//       {"mul/broadcast", [] { return inputs({{3, 4}, {4}}); },
+//        [](const std::vector<Tensor>& x) { return mul(x[0], x[1]); }},
+//     };
+//   }
+//   INSTANTIATE_TEST_SUITE_P(Elementwise, OpGradcheck, ::testing::ValuesIn(elementwise_rows()),
+//                            row_name);
+//
+// Adding an op adds a row. Inputs are float64 leaves that require grad; use noncontig() for a
+// non-contiguous leaf (a transposed view) and keep several shapes per op.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xgrad/xgrad.h"
+
+namespace xgrad::testing {
+
+struct GradcheckRow {
+  std::string name;                               // "softmax/dim-1/noncontig" (any chars)
+  std::function<std::vector<Tensor>()> make_inputs;
+  GradcheckFn fn;
+  double atol = 1e-6;
+  double rtol = 1e-4;
+};
+
+// float64 randn leaves requiring grad, one per shape, from a fixed generator.
+std::vector<Tensor> inputs(const std::vector<Shape>& shapes, uint64_t seed = 7);
+// A non-contiguous float64 leaf of `shape` (the transpose of a contiguous tensor).
+Tensor noncontig(const Shape& shape, uint64_t seed = 11);
+// A float64 leaf with values in [lo, hi] (for log, sqrt, pow...).
+Tensor positive(const Shape& shape, double lo = 0.5, double hi = 2.0, uint64_t seed = 13);
+
+std::string row_name(const ::testing::TestParamInfo<GradcheckRow>& info);
+
+// gtest prints a failing row by its name rather than as a byte dump
+inline void PrintTo(const GradcheckRow& row, std::ostream* os) { *os << row.name; }
+
+class OpGradcheck : public ::testing::TestWithParam<GradcheckRow> {};
+
+}  // namespace xgrad::testing

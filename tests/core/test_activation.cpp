@@ -1,0 +1,181 @@
+// tests/core/test_activation.cpp: softmax, log_softmax, relu, sigmoid, gelu against PyTorch
+// (tests/fixtures/activation_nn.txt from gen_activation_nn.py), fused vs composed, masked
+// rows, layouts, and errors. Gradient checks are in gradcheck_rows_activation.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "fixture_reader.h"
+#include "xgrad/xgrad.h"
+
+namespace xgrad::testing::act_nn {
+
+// Helpers shared with test_nn_functional.cpp (declared there).
+// Runs one fixture case: inputs name.in<i>, output name.out, upstream gradient name.dout
+// (absent for scalar outputs) and input gradients name.grad<i>.
+void check_fixture_case(const Fixture& fx, const std::string& name, int n_inputs,
+                               const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                               double rtol = 1e-5, double atol = 1e-6) {
+  SCOPED_TRACE(name);
+  std::vector<Tensor> in;
+  for (int i = 0; i < n_inputs; ++i) {
+    Tensor t = fx.get(name + ".in" + std::to_string(i)).detach();
+    if (fx.has(name + ".grad" + std::to_string(i))) t.requires_grad_();
+    in.push_back(t);
+  }
+  Tensor out = fn(in);
+  expect_close(out, fx.get(name + ".out"), rtol, atol, name + ".out");
+  if (fx.has(name + ".dout")) out.backward(fx.get(name + ".dout"));
+  else out.backward();
+  for (int i = 0; i < n_inputs; ++i) {
+    const std::string g = name + ".grad" + std::to_string(i);
+    if (!fx.has(g)) continue;
+    ASSERT_TRUE(in[i].grad().defined()) << g;
+    expect_close(in[i].grad(), fx.get(g), rtol, atol, g);
+  }
+}
+
+const Fixture& activation_nn_fixture() {
+  static const Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/activation_nn.txt");
+  return fx;
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected xgrad::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+TEST(Softmax, MatchesTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "softmax_last", 1, [](const V& x) { return softmax(x[0], -1); });
+  check_fixture_case(fx, "softmax_mid", 1, [](const V& x) { return softmax(x[0], 1); });
+  check_fixture_case(fx, "softmax_dim0_f64", 1, [](const V& x) { return softmax(x[0], 0); }, 1e-12, 1e-14);
+  check_fixture_case(fx, "softmax_long", 1, [](const V& x) { return x[0].softmax(-1); });
+  check_fixture_case(fx, "log_softmax_last", 1, [](const V& x) { return log_softmax(x[0], -1); });
+  check_fixture_case(fx, "log_softmax_mid_f64", 1, [](const V& x) { return x[0].log_softmax(1); },
+                     1e-12, 1e-14);
+}
+
+TEST(Softmax, MaskedRowsGiveExactZerosAndOnes) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "softmax_masked", 1, [](const V& x) { return softmax(x[0], -1); });
+  check_fixture_case(fx, "log_softmax_masked", 1, [](const V& x) { return log_softmax(x[0], -1); });
+  const double inf = INFINITY;
+  Tensor x = tensor({{0.5, -inf, -inf, -inf}, {-inf, 2.0, -inf, 1.0}}).requires_grad_();
+  Tensor y = softmax(x, -1);
+  auto v = y.to_vector<float>();
+  EXPECT_EQ(v[0], 1.0f);
+  for (int i : {1, 2, 3, 4, 6}) EXPECT_EQ(v[i], 0.0f) << i;
+  (y * tensor({{1.0, 2.0, 3.0, 4.0}, {5.0, 6.0, 7.0, 8.0}})).sum().backward();
+  for (float g : x.grad().to_vector<float>()) EXPECT_TRUE(std::isfinite(g));
+  EXPECT_EQ(x.grad().to_vector<float>()[0], 0.0f);  // a row of one live element is constant
+}
+
+TEST(Softmax, AllMaskedRowIsNanLikeTorch) {
+  // torch.softmax(tensor([-inf, -inf, -inf]), -1) is nan: exp(x - max) = exp(-inf + inf)
+  const double inf = INFINITY;
+  Tensor y = softmax(tensor({{-inf, -inf, -inf}, {0.0, 0.0, -inf}}), -1);
+  auto v = y.to_vector<float>();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(v[i]));
+  EXPECT_FLOAT_EQ(v[3], 0.5f);
+  EXPECT_EQ(v[5], 0.0f);
+}
+
+TEST(Softmax, LargeLogitsDoNotOverflow) {
+  Tensor y = softmax(tensor({1000.0, 1001.0, -1000.0}), 0);
+  auto v = y.to_vector<float>();
+  EXPECT_NEAR(v[0], 1.0 / (1.0 + std::exp(1.0)), 1e-6);
+  EXPECT_EQ(v[2], 0.0f);
+  Tensor l = log_softmax(tensor({1000.0, 1001.0}), 0);
+  EXPECT_NEAR(l.to_vector<float>()[1], -std::log1p(std::exp(-1.0)), 1e-6);
+}
+
+TEST(Softmax, FusedMatchesComposition) {
+  Generator g(3);
+  Tensor x = randn({4, 3, 6}, &g, kFloat64);
+  for (int64_t d : {0, 1, 2}) {
+    SCOPED_TRACE(d);
+    Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+    Tensor w = randn({4, 3, 6}, &g, kFloat64);
+    Tensor fused = softmax(a, d);
+    Tensor e = exp(b - amax(b, {d}, true).detach());
+    Tensor composed = e / e.sum({d}, true);
+    expect_close(fused, composed, 1e-12, 1e-14, "value");
+    (fused * w).sum().backward();
+    (composed * w).sum().backward();
+    expect_close(a.grad(), b.grad(), 1e-10, 1e-12, "grad");
+    Tensor ls = log_softmax(x, d);
+    expect_close(ls, log(softmax(x, d)), 1e-12, 1e-12, "log_softmax");
+  }
+}
+
+TEST(Softmax, AnyLayoutAndDim) {
+  Generator g(5);
+  Tensor base = randn({3, 5, 4}, &g);
+  Tensor nc = base.transpose(0, 2);  // (4, 5, 3), non-contiguous
+  for (int64_t d : {-1, 0, 1}) {
+    expect_close(softmax(nc, d), softmax(nc.contiguous(), d), 0, 0, "softmax");
+    expect_close(log_softmax(nc, d), log_softmax(nc.contiguous(), d), 0, 0, "log_softmax");
+  }
+  // a 0-d tensor is one row of one element, and an empty tensor stays empty
+  EXPECT_EQ(softmax(scalar_tensor(3.0), 0).item(), 1.0);
+  EXPECT_EQ(softmax(zeros({0, 4}), 1).numel(), 0);
+}
+
+TEST(Softmax, GradFnNamesAndErrors) {
+  Tensor x = randn({2, 3}).requires_grad_();
+  EXPECT_EQ(softmax(x, 1).grad_fn_name(), "SoftmaxBackward0");
+  EXPECT_EQ(log_softmax(x, 1).grad_fn_name(), "LogSoftmaxBackward0");
+  expect_error([&] { softmax(x, 2); }, {"softmax", "dimension 2", "[2, 3]"});
+  expect_error([&] { log_softmax(x, -3); }, {"log_softmax", "[2, 3]"});
+  expect_error([&] { softmax(arange(4), 0); }, {"softmax", "int64"});
+}
+
+TEST(Activations, MatchTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "relu", 1, [](const V& x) { return relu(x[0]); });
+  check_fixture_case(fx, "sigmoid", 1, [](const V& x) { return sigmoid(x[0]); });
+  check_fixture_case(fx, "gelu_none", 1, [](const V& x) { return gelu(x[0]); });
+  check_fixture_case(fx, "gelu_tanh", 1, [](const V& x) { return gelu(x[0], "tanh"); });
+  check_fixture_case(fx, "gelu_none_f64", 1, [](const V& x) { return gelu(x[0], "none"); }, 1e-12, 1e-14);
+  check_fixture_case(fx, "gelu_tanh_f64", 1, [](const V& x) { return gelu(x[0], "tanh"); }, 1e-12, 1e-14);
+  check_fixture_case(fx, "gelu_tanh_long", 1, [](const V& x) { return gelu(x[0], "tanh"); });
+}
+
+TEST(Activations, GeluTanhIsGpt2Formula) {
+  Tensor x = linspace(-5, 5, 41, kFloat64);
+  Tensor ref = 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
+  expect_close(gelu(x, "tanh"), ref, 1e-13, 1e-15, "gelu tanh");
+}
+
+TEST(Activations, NonContiguousInputs) {
+  Generator g(9);
+  Tensor nc = randn({6, 5}, &g).t();
+  expect_close(relu(nc), relu(nc.contiguous()), 0, 0, "relu");
+  expect_close(sigmoid(nc), sigmoid(nc.contiguous()), 0, 0, "sigmoid");
+  expect_close(gelu(nc), gelu(nc.contiguous()), 0, 0, "gelu");
+}
+
+TEST(Activations, NamesAndErrors) {
+  Tensor x = randn({2, 3}).requires_grad_();
+  EXPECT_EQ(relu(x).grad_fn_name(), "ReluBackward0");
+  EXPECT_EQ(sigmoid(x).grad_fn_name(), "SigmoidBackward0");
+  EXPECT_EQ(gelu(x).grad_fn_name(), "GeluBackward0");
+  EXPECT_EQ(gelu(x, "tanh").grad_fn_name(), "GeluBackward0");
+  expect_error([&] { gelu(x, "erf"); }, {"gelu", "\"erf\"", "none", "tanh"});
+  expect_error([&] { relu(arange(3)); }, {"relu", "int64"});
+  EXPECT_TRUE(std::isnan(relu(tensor({NAN})).item()));  // NaN propagates, as in torch
+}
+
+}  // namespace
+}  // namespace xgrad::testing::act_nn

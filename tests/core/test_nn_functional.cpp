@@ -1,0 +1,227 @@
+// tests/core/test_nn_functional.cpp: dropout, embedding, layer_norm, cross_entropy, mse_loss
+// against PyTorch (tests/fixtures/activation_nn.txt), fused vs composed, and errors.
+// Gradient checks are in gradcheck_rows_nn_functional.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "fixture_reader.h"
+#include "xgrad/xgrad.h"
+
+namespace xgrad::testing::act_nn {
+
+// defined in test_activation.cpp
+void check_fixture_case(const Fixture& fx, const std::string& name, int n_inputs,
+                        const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                        double rtol = 1e-5, double atol = 1e-6);
+const Fixture& activation_nn_fixture();
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+// ---------------------------------------------------------------- dropout
+TEST(Dropout, MasksMatchTorchStream) {
+  const Fixture& fx = activation_nn_fixture();
+  // torch.manual_seed(123); torch.nn.Dropout(0.2)(torch.ones(5, 5))
+  manual_seed(123);
+  expect_close(dropout(ones({5, 5}), 0.2), fx.get("dropout_ones.out"), 0, 0, "dropout_ones");
+  for (const char* name : {"dropout_p03", "dropout_p05_f64"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    const double p = n == "dropout_p03" ? 0.3 : 0.5;
+    Tensor x = fx.get(n + ".in0").detach().requires_grad_();
+    Generator g(static_cast<uint64_t>(fx.get(n + ".seed").item()));
+    Tensor out = dropout(x, p, true, &g);
+    EXPECT_EQ(out.grad_fn_name(), "MulBackward0");
+    expect_close(out, fx.get(n + ".out"), 0, 0, n + ".out");  // bit-exact
+    out.backward(fx.get(n + ".dout"));
+    expect_close(x.grad(), fx.get(n + ".grad0"), 0, 0, n + ".grad0");
+  }
+}
+
+TEST(Dropout, IdentityZerosAndErrors) {
+  Tensor x = randn({3, 4}).requires_grad_();
+  Tensor same = dropout(x, 0.5, false);
+  EXPECT_EQ(same.unsafe_impl(), x.unsafe_impl());  // no copy
+  EXPECT_EQ(dropout(x, 0.0).unsafe_impl(), x.unsafe_impl());
+  Tensor z = dropout(x, 1.0);
+  for (float v : z.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  z.sum().backward();
+  for (float v : x.grad().to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  expect_error([&] { dropout(x, 1.5); }, {"dropout", "1.5"});
+  expect_error([&] { dropout(x, -0.1); }, {"dropout", "-0.1"});
+  expect_error([&] { dropout(arange(4), 0.5); }, {"dropout", "int64"});
+}
+
+TEST(Dropout, NonContiguousInputUsesTheContiguousStream) {
+  // torch draws the mask for a contiguous tensor of the input's shape whatever the layout
+  Tensor base = randn({4, 5});
+  Tensor nc = base.t();
+  Generator g1(0), g2(0);
+  expect_close(dropout(nc, 0.5, true, &g1), dropout(nc.contiguous(), 0.5, true, &g2), 0, 0, "layout");
+}
+
+TEST(Dropout, KeepsAboutOneMinusPAndScales) {
+  Generator g(1);
+  Tensor y = dropout(ones({100000}), 0.25, true, &g);
+  auto v = y.to_vector<float>();
+  double kept = 0;
+  for (float e : v) {
+    EXPECT_TRUE(e == 0.0f || std::fabs(e - 1.0f / 0.75f) < 1e-6);
+    kept += e != 0.0f;
+  }
+  EXPECT_NEAR(kept / v.size(), 0.75, 0.01);
+}
+
+// ---------------------------------------------------------------- embedding
+TEST(Embedding, MatchesTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "embedding", 2, [](const V& x) { return embedding(x[0], x[1]); });
+  check_fixture_case(fx, "embedding_1d_f64", 2, [](const V& x) { return embedding(x[0], x[1]); },
+                     1e-14, 1e-15);
+}
+
+TEST(Embedding, ShapesLayoutsAndErrors) {
+  Generator g(2);
+  Tensor w = randn({10, 4}, &g).requires_grad_();
+  Tensor ids = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor e = embedding(w, ids);
+  EXPECT_EQ(e.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(e.grad_fn_name(), "EmbeddingBackward0");
+  EXPECT_EQ(embedding(w, scalar_tensor(3, kInt64)).shape(), (Shape{4}));
+  // a transposed weight and non-contiguous ids give the same rows
+  Tensor wt = randn({4, 10}, &g).t();
+  Tensor idt = tensor({{1, 2}, {3, 4}, {5, 6}}).t();
+  expect_close(embedding(wt, idt), embedding(wt.contiguous(), idt.contiguous()), 0, 0, "layout");
+  expect_error([&] { embedding(w, tensor({0, 10})); }, {"embedding", "index 10", "num_embeddings 10", "[10, 4]"});
+  expect_error([&] { embedding(w, tensor({-1})); }, {"embedding", "index -1"});
+  expect_error([&] { embedding(w, tensor({1.0, 2.0})); }, {"embedding", "int64", "float32"});
+  expect_error([&] { embedding(randn({10}), tensor({1})); }, {"embedding", "2-D", "[10]"});
+}
+
+// ---------------------------------------------------------------- layer_norm
+TEST(LayerNorm, MatchesTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "layer_norm", 3, [](const V& x) { return layer_norm(x[0], {8}, x[1], x[2]); },
+                     1e-5, 1e-5);
+  check_fixture_case(fx, "layer_norm_2d_f64", 3,
+                     [](const V& x) { return layer_norm(x[0], {3, 8}, x[1], x[2]); }, 1e-11, 1e-12);
+  check_fixture_case(fx, "layer_norm_noaffine", 1,
+                     [](const V& x) { return layer_norm(x[0], {8}, Tensor(), Tensor(), 1e-3); }, 1e-5, 1e-5);
+  check_fixture_case(fx, "layer_norm_wide", 3, [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); },
+                     1e-5, 1e-5);
+}
+
+TEST(LayerNorm, FusedMatchesComposition) {
+  Generator g(4);
+  Tensor x = randn({3, 4, 16}, &g, kFloat64);
+  Tensor w = randn({16}, &g, kFloat64), b = randn({16}, &g, kFloat64);
+  Tensor dout = randn({3, 4, 16}, &g, kFloat64);
+  V f{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+  V c{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+  Tensor fused = layer_norm(f[0], {16}, f[1], f[2], 1e-5);
+  EXPECT_EQ(fused.grad_fn_name(), "NativeLayerNormBackward0");
+  Tensor mu = c[0].mean({-1}, true);
+  Tensor var = c[0].var({-1}, false, true);
+  Tensor composed = (c[0] - mu) / sqrt(var + 1e-5) * c[1] + c[2];
+  expect_close(fused, composed, 1e-12, 1e-12, "value");
+  fused.backward(dout);
+  composed.backward(dout);
+  for (int i = 0; i < 3; ++i) expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+}
+
+TEST(LayerNorm, NonContiguousAndPartialAffine) {
+  Generator g(6);
+  Tensor base = randn({8, 5}, &g);
+  Tensor nc = base.t();  // (5, 8)
+  Tensor w = randn({8}, &g);
+  expect_close(layer_norm(nc, {8}, w, Tensor()), layer_norm(nc.contiguous(), {8}, w, Tensor()), 0, 0, "nc");
+  Tensor x = randn({2, 8}, &g).requires_grad_();
+  Tensor wr = w.detach().requires_grad_();
+  layer_norm(x, {8}, wr, Tensor()).sum().backward();
+  EXPECT_TRUE(wr.grad().defined());
+  EXPECT_EQ(wr.grad().shape(), (Shape{8}));
+}
+
+TEST(LayerNorm, Errors) {
+  Tensor x = randn({2, 3, 8});
+  expect_error([&] { layer_norm(x, {4}, Tensor(), Tensor()); }, {"layer_norm", "[4]", "[2, 3, 8]"});
+  expect_error([&] { layer_norm(x, {2, 3, 8, 1}, Tensor(), Tensor()); }, {"layer_norm", "[2, 3, 8]"});
+  expect_error([&] { layer_norm(x, {8}, ones({7}), Tensor()); }, {"layer_norm", "weight", "[7]", "[8]"});
+  expect_error([&] { layer_norm(x, {8}, Tensor(), ones({8}, kFloat64)); }, {"layer_norm", "bias", "float64"});
+  expect_error([&] { layer_norm(x, {}, Tensor(), Tensor()); }, {"layer_norm", "normalized_shape"});
+}
+
+// ---------------------------------------------------------------- cross_entropy
+TEST(CrossEntropy, MatchesTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  // xgrad takes (B, T, C) directly; torch's reference flattened it to (B*T, C)
+  check_fixture_case(fx, "cross_entropy_btc", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+  check_fixture_case(fx, "cross_entropy_nc_f64", 2, [](const V& x) { return cross_entropy(x[0], x[1]); },
+                     1e-13, 1e-14);
+  check_fixture_case(fx, "cross_entropy_ignore3", 2, [](const V& x) { return cross_entropy(x[0], x[1], 3); });
+  check_fixture_case(fx, "cross_entropy_wide", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+}
+
+TEST(CrossEntropy, FusedMatchesNegativeLogSoftmaxGathered) {
+  Generator g(8);
+  Tensor logits = randn({2, 5, 7}, &g, kFloat64);
+  Tensor targets = tensor({{0, 6, 3, -100, 2}, {1, 1, 5, 4, -100}});
+  Tensor a = logits.detach().requires_grad_(), b = logits.detach().requires_grad_();
+  Tensor loss = cross_entropy(a, targets);
+  EXPECT_EQ(loss.grad_fn_name(), "NllLossBackward0");
+  // one-hot of the targets (zero rows for ignored ones), then -sum(onehot * log_softmax) / 8
+  std::vector<double> hot(2 * 5 * 7, 0.0);
+  auto t = targets.to_vector<int64_t>();
+  for (std::size_t r = 0; r < t.size(); ++r)
+    if (t[r] >= 0) hot[r * 7 + t[r]] = 1.0;
+  Tensor onehot = from_vector(hot, {2, 5, 7});
+  Tensor composed = -(log_softmax(b, -1) * onehot).sum() / 8.0;
+  expect_close(loss, composed, 1e-13, 1e-14, "value");
+  loss.backward();
+  composed.backward();
+  expect_close(a.grad(), b.grad(), 1e-12, 1e-14, "grad");
+}
+
+TEST(CrossEntropy, AllIgnoredIsNanLikeTorch) {
+  EXPECT_TRUE(std::isnan(cross_entropy(randn({2, 3}), tensor({-100, -100})).item()));
+}
+
+TEST(CrossEntropy, Errors) {
+  Tensor logits = randn({2, 4, 6});
+  expect_error([&] { cross_entropy(logits, tensor({{0, 1, 6, 2}, {0, 0, 0, 0}})); },
+               {"cross_entropy", "target 6", "6 classes"});
+  expect_error([&] { cross_entropy(logits, tensor({{0, 1, -1, 2}, {0, 0, 0, 0}})); },
+               {"cross_entropy", "target -1"});
+  expect_error([&] { cross_entropy(logits, tensor({0, 1})); }, {"cross_entropy", "[2]", "[2, 4, 6]", "[2, 4]"});
+  // torch's (B, C, T) layout is rejected with a hint, not silently misread
+  expect_error([&] { cross_entropy(randn({2, 6, 4}), zeros({2, 4}, kInt64)); },
+               {"cross_entropy", "[2, 6, 4]", "last dim"});
+  expect_error([&] { cross_entropy(randn({6}), tensor({1})); }, {"cross_entropy", "[6]"});
+  expect_error([&] { cross_entropy(randn({2, 6}), tensor({1.0, 2.0})); }, {"cross_entropy", "int64"});
+}
+
+// ---------------------------------------------------------------- mse_loss
+TEST(MseLoss, MatchesTorchAndErrors) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "mse_loss", 2, [](const V& x) { return mse_loss(x[0], x[1]); });
+  Tensor a = randn({3, 4}).requires_grad_();
+  EXPECT_EQ(mse_loss(a, zeros({3, 4})).grad_fn_name(), "MseLossBackward0");
+  expect_error([&] { mse_loss(a, zeros({3, 1})); }, {"mse_loss", "[3, 4]", "[3, 1]"});
+  expect_error([&] { mse_loss(a, zeros({3, 4}, kFloat64)); }, {"mse_loss", "float32", "float64"});
+}
+
+// ---------------------------------------------------------------- a GPT-like chain
+TEST(NnFunctional, ChainMatchesTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "chain", 5, [](const V& x) {
+    Tensor h = gelu(layer_norm(embedding(x[0], x[3]), {6}, x[1], x[2]), "tanh");
+    return cross_entropy(h * 3.0, x[4]);
+  });
+}
+
+}  // namespace
+}  // namespace xgrad::testing::act_nn

@@ -1,0 +1,260 @@
+// tests/train/test_trainer.cpp: the training loop end to end on a small generated text:
+// the loss falls, checkpoints round-trip, a resumed run reproduces an uninterrupted one step
+// for step, mismatching or broken checkpoints are refused, a NaN loss stops without saving,
+// and a checkpoint written by PyTorch loads and gives torch's logits.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "core/fixture_reader.h"
+#include "train_test_util.h"
+#include "trainer.h"
+#include "xgrad/xgrad.h"
+
+using namespace train_lm;
+using train_test::expect_error;
+using train_test::slurp;
+using train_test::spit;
+using train_test::TempDir;
+using xgrad::Tensor;
+
+namespace {
+
+// A learnable text: a few sentences repeated with small variations (~6 KB).
+std::string generated_text() {
+  const char* words[] = {"the whale", "a ship", "the sea", "old ahab", "the crew"};
+  const char* verbs[] = {" sails to ", " looks at ", " hunts ", " dreams of "};
+  std::string s;
+  for (int i = 0; i < 240; ++i) s += std::string(words[i % 5]) + verbs[(i / 5) % 4] + words[(i * 3 + 1) % 5] + ".\n";
+  return s;
+}
+
+TrainOptions tiny_options(const fs::path& dir) {
+  TrainOptions o;
+  o.model.context_length = 16;
+  o.model.emb_dim = 32;
+  o.model.n_heads = 2;
+  o.model.n_layers = 1;
+  o.model.drop_rate = 0.1;
+  o.batch_size = 8;
+  o.steps = 20;
+  o.warmup = 2;
+  o.lr = 3e-3;
+  o.min_lr = 3e-4;
+  o.eval_interval = 10;
+  o.eval_iters = 2;
+  o.sample_length = 0;
+  o.seed = 1234;
+  o.checkpoint_dir = dir.string();
+  o.data = "generated";
+  return o;
+}
+
+std::vector<double> losses(const TrainResult& r) {
+  std::vector<double> v;
+  for (const auto& s : r.history) v.push_back(s.loss);
+  return v;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { spdlog::set_level(spdlog::level::warn); }
+  void TearDown() override { spdlog::set_level(spdlog::level::info); }
+  Corpus corpus(int64_t ctx = 16) { return make_corpus(generated_text(), ctx, "generated"); }
+};
+
+}  // namespace
+
+TEST_F(TrainerTest, SmokeLossFalls) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp / "ck");
+  o.steps = 100;
+  o.warmup = 10;
+  o.eval_interval = 100;
+  o.model.drop_rate = 0.0;
+  Trainer t(o, corpus());
+  EXPECT_EQ(t.options().model.vocab_size, t.tokenizer().vocab_size());
+  const double before = t.estimate_loss("val");
+  EXPECT_NEAR(before, std::log(double(t.tokenizer().vocab_size())), 0.6);  // ~uniform at init
+  TrainResult r = t.train();
+  ASSERT_EQ(r.history.size(), 100u);
+  EXPECT_FALSE(r.nan_stop);
+  ASSERT_TRUE(r.last_val_loss.has_value());
+  EXPECT_LT(*r.last_val_loss, 0.5 * before) << "val loss " << before << " -> " << *r.last_val_loss;
+  double first = 0, last = 0;
+  for (int i = 0; i < 10; ++i) first += r.history[i].loss / 10, last += r.history[90 + i].loss / 10;
+  EXPECT_LT(last, 0.5 * first);
+  // the schedule: warmup, then cosine down to min_lr
+  EXPECT_NEAR(r.history[0].lr, o.lr * 1 / 11, 1e-12);
+  EXPECT_NEAR(r.history[10].lr, o.lr, 1e-12);
+  EXPECT_GT(r.history[50].lr, o.min_lr);
+  EXPECT_LT(r.history[99].lr, o.min_lr * 1.01);
+  ASSERT_TRUE(r.last_checkpoint.has_value());
+  EXPECT_EQ(r.last_checkpoint->filename(), "step_00000100");
+
+  // sampling after training reproduces the corpus's words
+  xgrad::Generator g(5);
+  std::string text = t.tokenizer().decode(
+      generate_tokens(t.model(), t.tokenizer().encode("the "), 40, 0.0, 0, g));
+  EXPECT_EQ(text.rfind("the ", 0), 0u);
+  EXPECT_EQ(text.size(), 44u);
+}
+
+TEST_F(TrainerTest, CheckpointRoundTrip) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp / "ck");
+  Trainer a(o, corpus());
+  a.train(nullptr, nullptr, /*stop_after=*/5);
+  ASSERT_EQ(a.step(), 5);
+  auto ck = load_checkpoint_files(o.checkpoint_dir);
+  EXPECT_EQ(ck.dir.filename(), "step_00000005");
+  EXPECT_TRUE(ck.model.checksum_verified);
+  EXPECT_TRUE(ck.model.contains("tok_emb.weight"));
+  EXPECT_TRUE(ck.model.contains("trf_blocks.0.att.W_query.weight"));
+  EXPECT_TRUE(ck.train_state.contains("optim.trf_blocks.0.att.W_query.weight.exp_avg"));
+  EXPECT_TRUE(ck.train_state.contains("optim.tok_emb.weight.exp_avg_sq"));
+  EXPECT_EQ(ck.train_state.metadata.at("step"), "5");
+
+  Trainer b(o, corpus());  // fresh weights: differ from a's
+  b.load(ck);
+  EXPECT_EQ(b.step(), 5);
+  auto sa = a.model().state_dict(), sb = b.model().state_dict();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (const auto& [name, t] : sa)
+    EXPECT_EQ(t.to_vector<double>(), sb.at(name).to_vector<double>()) << name;
+  auto oa = a.optimizer_tensors(), ob = b.optimizer_tensors();
+  ASSERT_EQ(oa.size(), ob.size());
+  for (std::size_t i = 0; i < oa.size(); ++i) {
+    EXPECT_EQ(oa[i].first, ob[i].first);
+    EXPECT_EQ(oa[i].second.to_vector<double>(), ob[i].second.to_vector<double>()) << oa[i].first;
+  }
+  EXPECT_EQ(a.optimizer().lr(0), b.optimizer().lr(0));
+  EXPECT_DOUBLE_EQ(a.estimate_loss("val"), b.estimate_loss("val"));
+}
+
+TEST_F(TrainerTest, ResumeReproducesAnUninterruptedRun) {
+  TempDir tmp;
+  // straight: 20 steps (dropout on, so the default generator's state matters too)
+  TrainOptions o1 = tiny_options(tmp / "straight");
+  Trainer straight(o1, corpus());
+  std::vector<double> all = losses(straight.train());
+  ASSERT_EQ(all.size(), 20u);
+
+  // 7 steps (a checkpoint is saved on stopping), then a new process-like Trainer resumes
+  TrainOptions o2 = tiny_options(tmp / "split");
+  std::vector<double> first, second;
+  {
+    Trainer t(o2, corpus());
+    first = losses(t.train(nullptr, nullptr, /*stop_after=*/7));
+  }
+  xgrad::manual_seed(999);  // disturb the global generator: resume must restore it
+  {
+    Trainer t(o2, corpus());
+    t.load(load_checkpoint_files(o2.checkpoint_dir));
+    EXPECT_EQ(t.step(), 7);
+    second = losses(t.train());
+  }
+  ASSERT_EQ(first.size() + second.size(), all.size());
+  first.insert(first.end(), second.begin(), second.end());
+  for (std::size_t i = 0; i < all.size(); ++i)
+    EXPECT_EQ(first[i], all[i]) << "step " << i + 1;  // bit for bit
+}
+
+TEST_F(TrainerTest, LoadRefusesMismatches) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp / "ck");
+  {
+    Trainer t(o, corpus());
+    t.train(nullptr, nullptr, 2);
+  }
+  auto ck = load_checkpoint_files(o.checkpoint_dir);
+
+  TrainOptions wide = o;
+  wide.model.emb_dim = 64;
+  Trainer w(wide, corpus());
+  expect_error([&] { w.load(ck); }, {"different model config", "emb_dim 32 in the checkpoint vs 64 now"});
+
+  // a corpus with one more character: different vocabulary
+  Corpus other = make_corpus(generated_text() + "Z", 16, "other.txt");
+  Trainer v(o, std::move(other));
+  expect_error([&] { v.load(ck); }, {"different model config", "vocab_size"});
+
+  // same vocabulary size, different characters
+  std::string swapped = generated_text();
+  for (char& c : swapped) if (c == 'w') c = 'W';
+  Trainer s(o, make_corpus(swapped, 16, "swapped.txt"));
+  expect_error([&] { s.load(ck); }, {"different vocabulary", "only in the checkpoint: 'w'", "only in the corpus: 'W'"});
+
+  // a model tensor with the wrong shape (checksums are fine: the file is "valid")
+  auto bad = ck;
+  for (auto& [name, t] : bad.model.tensors)
+    if (name == "out_head.weight") t = xgrad::zeros({3, 3});
+  Trainer m(o, corpus());
+  auto before = m.model().state_dict().clone();
+  expect_error([&] { m.load(bad); }, {"does not fit the model", "out_head.weight"});
+  for (const auto& [name, t] : before)  // nothing changed
+    EXPECT_EQ(t.to_vector<double>(), m.model().state_dict().at(name).to_vector<double>()) << name;
+
+  // optimizer moments of the wrong shape: the model is restored too
+  auto bad2 = ck;
+  for (auto& [name, t] : bad2.train_state.tensors)
+    if (name == "optim.out_head.weight.exp_avg") t = xgrad::zeros({2});
+  expect_error([&] { m.load(bad2); }, {"optimizer state does not fit"});
+  for (const auto& [name, t] : before)
+    EXPECT_EQ(t.to_vector<double>(), m.model().state_dict().at(name).to_vector<double>()) << name;
+  EXPECT_EQ(m.step(), 0);
+
+  auto bad3 = ck;
+  bad3.train_state.metadata["format_version"] = "99";
+  expect_error([&] { m.load(bad3); }, {"format_version 99"});
+  auto bad4 = ck;
+  bad4.train_state.metadata.erase("rng.default");
+  expect_error([&] { m.load(bad4); }, {"rng.default"});
+}
+
+TEST_F(TrainerTest, NanLossStopsWithoutSaving) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp / "ck");
+  Trainer t(o, corpus());
+  t.train(nullptr, nullptr, 3);  // a good checkpoint at step 3
+  {
+    xgrad::NoGradGuard g;
+    t.model().out_head->weight.fill_(NAN);
+  }
+  TrainResult r = t.train();
+  EXPECT_TRUE(r.nan_stop);
+  EXPECT_TRUE(r.history.empty());
+  EXPECT_EQ(t.step(), 3);
+  EXPECT_EQ(load_checkpoint_files(o.checkpoint_dir).dir.filename(), "step_00000003");
+}
+
+TEST_F(TrainerTest, CorpusErrors) {
+  TempDir tmp;
+  expect_error([&] { read_corpus((tmp / "none.txt").string()); }, {"none.txt", "not found", "get_corpus.sh"});
+  spit(tmp / "empty.txt", "");
+  expect_error([&] { read_corpus((tmp / "empty.txt").string()); }, {"empty.txt", "is empty"});
+  spit(tmp / "bad.txt", "Call me \xFFshmael");
+  expect_error([&] { read_corpus((tmp / "bad.txt").string()); }, {"bad.txt", "byte offset 8"});
+  expect_error([&] { make_corpus(std::string(100, 'a'), 16, "short.txt"); },
+               {"short.txt", "100 characters", "validation split", "--context-length"});
+  EXPECT_NO_THROW(make_corpus(std::string(170, 'a'), 16, "ok.txt"));  // 17 val tokens = one window
+}
+
+TEST_F(TrainerTest, TorchCheckpointGivesTorchLogits) {
+  // tests/fixtures/gen_safetensors.py saved a torch GPTModel's state_dict with train_lm metadata
+  auto ck = load_checkpoint_files(XGRAD_FIXTURES_DIR "/gpt_tiny", /*need_train_state=*/false);
+  EXPECT_FALSE(ck.model.checksum_verified);
+  GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.model.metadata.at("config")));
+  auto tok = CharTokenizer::from_json(nlohmann::json::parse(ck.model.metadata.at("vocab")));
+  EXPECT_EQ(tok.vocab_size(), cfg.vocab_size);
+  EXPECT_EQ(tok.decode(tok.encode("Ishmaelé")), "Ishmaelé");
+  xgrad::nn::GPTModel model(cfg);
+  xgrad::nn::StateDict sd;
+  for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
+  model.load_state_dict(sd);
+  model.eval();
+  auto fx = xgrad::testing::read_fixture(XGRAD_FIXTURES_DIR "/gpt_tiny.txt");
+  Tensor logits = model(fx.get("in_idx"));
+  xgrad::testing::expect_close(logits, fx.get("logits"), 1e-5, 1e-4, "gpt_tiny logits");
+}

@@ -1,0 +1,62 @@
+// tests/train/train_test_util.h: helpers shared by the train tests: a fresh temporary
+// directory per test, error-message checks, file byte access.
+#pragma once
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+#include "xgrad/error.h"
+
+namespace train_test {
+
+namespace fs = std::filesystem;
+
+// A directory removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("xgrad_train_") + (info ? info->test_suite_name() : "x") + "_" +
+                       (info ? info->name() : "y") + "_" + std::to_string(::getpid());
+    path = fs::temp_directory_path() / name;
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path operator/(const std::string& s) const { return path / s; }
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// Expects `f` to throw an exception of type E whose message contains every one of `parts`.
+template <class E = xgrad::Error, class F>
+void expect_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception mentioning '" << *parts.begin() << "'";
+  } catch (const E& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
+  }
+}
+
+}  // namespace train_test
