@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -62,6 +63,14 @@ double peak_rss_mb() {
   while (std::getline(f, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
   return 0.0;
+}
+
+// A JSON number, or null for NaN (no loss in forward mode).
+std::string json_number(double v) {
+  if (std::isnan(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
 }
 
 struct Options {
@@ -161,17 +170,47 @@ int sgemm_peak(int threads) {
 }
 
 // ---------------------------------------------------------------- --profile
+// Forward time is measured per op family around each call of the mirror below. Every node
+// recorded inside such a call is tagged with the family (found by walking back from the
+// call's output over nodes newer than the last tagged one), so backward time is attributed
+// both to the forward family that recorded the node and to the node's grad_fn name.
 struct Profile {
-  std::map<std::string, double> forward_s;                    // family -> seconds
-  std::map<std::string, std::pair<double, int64_t>> backward;  // grad_fn -> seconds, calls
-  double forward_total = 0, loss = 0, backward_total = 0, optimizer = 0, zero_grad = 0;
+  struct Family {
+    double forward = 0, backward = 0;
+  };
+  std::map<std::string, Family> families;
+  std::map<std::string, std::pair<double, int64_t>> grad_fns;  // name -> seconds, calls
+  std::unordered_map<const xgrad::Node*, std::string> owner;    // this step's nodes
+  uint64_t last_seq = 0;
+  bool any_seq = false;
+  double forward_total = 0, backward_total = 0, optimizer = 0, zero_grad = 0;
 };
+
+void tag_new_nodes(Profile& p, const Tensor& out, const std::string& family) {
+  std::vector<const xgrad::Node*> stack;
+  if (out.defined() && out.grad_fn()) stack.push_back(out.grad_fn().get());
+  uint64_t newest = p.last_seq;
+  while (!stack.empty()) {
+    const xgrad::Node* n = stack.back();
+    stack.pop_back();
+    if ((p.any_seq && n->sequence_nr <= p.last_seq) || p.owner.count(n)) continue;
+    p.owner[n] = family;
+    newest = std::max(newest, n->sequence_nr);
+    for (auto& e : n->next)
+      if (e.fn) stack.push_back(e.fn.get());
+  }
+  if (newest != p.last_seq || !p.any_seq) {
+    p.last_seq = newest;
+    p.any_seq = p.any_seq || !p.owner.empty();
+  }
+}
 
 template <class F>
 Tensor timed(Profile& p, const char* family, F&& f) {
   auto t0 = Clock::now();
   Tensor out = f();
-  p.forward_s[family] += seconds_since(t0);
+  p.families[family].forward += seconds_since(t0);
+  tag_new_nodes(p, out, family);
   return out;
 }
 
@@ -180,11 +219,13 @@ Tensor profiled_attention(xgrad::nn::MultiHeadAttention& att, const Tensor& x, P
   using namespace xgrad;
   auto [b, T, d_in] = x.shape3();
   const int64_t H = att.num_heads, D = att.head_dim;
-  auto heads = [&](const Tensor& t) { return t.view({b, T, H, D}).transpose(1, 2); };
-  Tensor keys = heads(timed(p, "linear", [&] { return (*att.W_key)(x); }));      // (b, H, T, D)
+  auto heads = [&](const Tensor& t) {                                      // (b, H, T, D)
+    return timed(p, "view/transpose", [&] { return t.view({b, T, H, D}).transpose(1, 2); });
+  };
+  Tensor keys = heads(timed(p, "linear", [&] { return (*att.W_key)(x); }));
   Tensor queries = heads(timed(p, "linear", [&] { return (*att.W_query)(x); }));
   Tensor values = heads(timed(p, "linear", [&] { return (*att.W_value)(x); }));
-  Tensor scores = timed(p, "matmul (attention)",                                  // (b, H, T, T)
+  Tensor scores = timed(p, "matmul (attention)",                           // (b, H, T, T)
                         [&] { return matmul(queries, keys.transpose(2, 3)); });
   timed(p, "masked_fill", [&] {
     return scores.masked_fill_(att.mask.slice(0, 0, T).slice(1, 0, T), -INFINITY);
@@ -193,7 +234,7 @@ Tensor profiled_attention(xgrad::nn::MultiHeadAttention& att, const Tensor& x, P
   Tensor weights = timed(p, "softmax", [&] { return softmax(scaled, -1); });
   weights = timed(p, "dropout", [&] { return (*att.dropout)(weights); });
   Tensor context = timed(p, "matmul (attention)", [&] { return matmul(weights, values); });
-  context = timed(p, "transpose+contiguous",                                      // (b, T, d)
+  context = timed(p, "transpose+contiguous",                               // (b, T, d)
                   [&] { return context.transpose(1, 2).contiguous().view({b, T, att.d_out}); });
   return timed(p, "linear", [&] { return (*att.out_proj)(context); });
 }
@@ -239,46 +280,59 @@ void instrument_backward(const Tensor& root, const std::shared_ptr<Profile>& p) 
     for (auto& e : n->next)
       if (e.fn) stack.push_back(e.fn.get());
     if (!n->backward) continue;
-    n->backward = [inner = std::move(n->backward), p, name = n->name](
+    auto it = p->owner.find(n);
+    std::string family = it == p->owner.end() ? "(untagged)" : it->second;
+    n->backward = [inner = std::move(n->backward), p, name = n->name, family](
                       const Tensor& dout, xgrad::Grads& grads) {
       auto t0 = Clock::now();
       inner(dout, grads);
-      auto& slot = p->backward[name];
-      slot.first += seconds_since(t0);
+      const double s = seconds_since(t0);
+      p->families[family].backward += s;
+      auto& slot = p->grad_fns[name];
+      slot.first += s;
       slot.second += 1;
     };
   }
 }
 
 void print_profile(const Profile& p, int steps, double plain_step_ms) {
-  const double total = p.forward_total + p.loss + p.backward_total + p.optimizer + p.zero_grad;
-  auto line = [&](const std::string& what, double s, const std::string& extra = "") {
-    std::fprintf(stderr, "  %-28s %10.3f ms %6.1f%%  %s\n", what.c_str(), 1e3 * s / steps,
-                 100.0 * s / total, extra.c_str());
-  };
-  auto sorted = [](const std::map<std::string, double>& m) {
-    std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second > b.second; });
-    return v;
-  };
-  std::fprintf(stderr, "\nprofile: per step, averaged over %d steps (%% of the profiled step)\n",
-               steps);
-  line("forward", p.forward_total);
-  double fsum = 0;
-  for (auto& [k, s] : sorted(p.forward_s)) { line("  " + k, s); fsum += s; }
-  line("  (other)", p.forward_total - fsum);
-  line("cross_entropy (forward)", p.loss);
-  line("backward", p.backward_total);
-  std::map<std::string, double> bw;
-  double bsum = 0;
-  for (auto& [k, v] : p.backward) { bw[k] = v.first; bsum += v.first; }
-  for (auto& [k, s] : sorted(bw))
-    line("  " + k, s, std::to_string(p.backward.at(k).second / steps) + " calls/step");
-  line("  (engine, outside closures)", p.backward_total - bsum);
-  line("optimizer.step", p.optimizer);
-  line("zero_grad", p.zero_grad);
-  std::fprintf(stderr, "  %-28s %10.3f ms (unprofiled median step: %.3f ms)\n", "total",
-               1e3 * total / steps, plain_step_ms);
+  const double total = p.forward_total + p.backward_total + p.optimizer + p.zero_grad;
+  const double ms = 1e3 / steps;
+  auto pct = [&](double s) { return 100.0 * s / total; };
+  std::fprintf(stderr, "\nprofile: ms per step, averaged over %d steps (%% of the profiled step)\n"
+                       "  %-26s %10s %10s %10s %7s\n",
+               steps, "op family", "forward", "backward", "total", "%");
+  std::vector<std::pair<std::string, Profile::Family>> fam(p.families.begin(), p.families.end());
+  std::sort(fam.begin(), fam.end(), [](auto& a, auto& b) {
+    return a.second.forward + a.second.backward > b.second.forward + b.second.backward;
+  });
+  double fsum = 0, bsum = 0;
+  for (auto& [name, f] : fam) {
+    std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", name.c_str(), f.forward * ms,
+                 f.backward * ms, (f.forward + f.backward) * ms, pct(f.forward + f.backward));
+    fsum += f.forward;
+    bsum += f.backward;
+  }
+  const double fo = p.forward_total - fsum, bo = p.backward_total - bsum;
+  std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", "(outside ops / engine)",
+               fo * ms, bo * ms, (fo + bo) * ms, pct(fo + bo));
+  std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", "forward + backward",
+               p.forward_total * ms, p.backward_total * ms,
+               (p.forward_total + p.backward_total) * ms, pct(p.forward_total + p.backward_total));
+  std::fprintf(stderr, "  %-26s %10s %10s %10.3f %6.1f%%\n", "optimizer.step", "", "",
+               p.optimizer * ms, pct(p.optimizer));
+  std::fprintf(stderr, "  %-26s %10s %10s %10.3f %6.1f%%\n", "zero_grad", "", "",
+               p.zero_grad * ms, pct(p.zero_grad));
+  std::fprintf(stderr, "  %-26s %10s %10s %10.3f   (unprofiled median step %.3f ms)\n", "total",
+               "", "", total * ms, plain_step_ms);
+
+  std::fprintf(stderr, "\n  backward by grad_fn        %10s %10s\n", "ms", "calls");
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> g(p.grad_fns.begin(),
+                                                                    p.grad_fns.end());
+  std::sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  for (auto& [name, v] : g)
+    std::fprintf(stderr, "  %-26s %10.3f %10.1f\n", name.c_str(), v.first * ms,
+                 double(v.second) / steps);
 }
 
 // ---------------------------------------------------------------- the benchmark
@@ -293,10 +347,16 @@ int run(const Options& o) {
 
   // a few random batches, made before timing and cycled
   std::vector<std::pair<Tensor, Tensor>> batches;
-  for (int i = 0; i < 4; ++i) batches.emplace_back(randint(0, V, {B, T}), randint(0, V, {B, T}));
+  // (x drawn before y, in separate statements: argument evaluation order is unspecified),
+  // the same draws as the twin's, so first_loss matches torch's
+  for (int i = 0; i < 4; ++i) {
+    Tensor x = randint(0, V, {B, T});
+    Tensor y = randint(0, V, {B, T});
+    batches.emplace_back(x, y);
+  }
 
   std::vector<double> times;
-  double last_loss = NAN;
+  double first_loss = NAN, last_loss = NAN;
   if (o.mode == "train") {
     model.train();
     optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
@@ -310,6 +370,7 @@ int run(const Options& o) {
       opt.zero_grad();
       double s = seconds_since(t0);
       last_loss = loss.item();
+      if (std::isnan(first_loss)) first_loss = last_loss;
       return s;
     };
     for (int i = 0; i < o.warmup + o.steps; ++i) {
@@ -332,12 +393,12 @@ int run(const Options& o) {
       auto p = std::make_shared<Profile>();
       for (int i = 0; i < o.steps; ++i) {
         auto& [x, y] = batches[i % batches.size()];
+        p->owner.clear();
         auto t0 = Clock::now();
         Tensor logits = profiled_forward(model, x, *p);
+        Tensor loss = timed(*p, "cross_entropy",
+                            [&] { return cross_entropy(logits.flatten(0, 1), y.flatten()); });
         p->forward_total += seconds_since(t0);
-        t0 = Clock::now();
-        Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
-        p->loss += seconds_since(t0);
         instrument_backward(loss, p);
         t0 = Clock::now();
         loss.backward();
@@ -367,13 +428,13 @@ int run(const Options& o) {
               "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
               "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
               "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
-              "\"tokens_per_s\": %.3f, \"last_loss\": %.6f, \"peak_rss_mb\": %.2f}\n",
+              "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f}\n",
               o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T,
               (long)bc.gpt.emb_dim, (long)bc.gpt.n_layers, (long)n_params,
               (long)(n_params - n_emb), times.size(), 1e3 * step_s,
               1e3 * *std::min_element(times.begin(), times.end()),
               1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
-              std::isnan(last_loss) ? 0.0 : last_loss, peak_rss_mb());
+              json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb());
   return 0;
 }
 

@@ -36,7 +36,10 @@ using xgrad::Tensor;
 
 std::string shape_str(const Shape& s) {
   std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += 'x';
+    out += std::to_string(s[i]);
+  }
   return out;
 }
 

@@ -163,7 +163,7 @@ def main():
     batches = [(torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))) for _ in range(4)]
 
     times = []
-    loss_value = float("nan")
+    first_loss = last_loss = None
     if args.mode == "train":
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
@@ -178,7 +178,9 @@ def main():
             t1 = time.perf_counter()
             if i >= args.warmup:
                 times.append(t1 - t0)
-            loss_value = loss.item()
+            last_loss = loss.item()
+            if first_loss is None:
+                first_loss = last_loss
     else:
         model.eval()
         with torch.no_grad():
@@ -200,7 +202,7 @@ def main():
         "n_params": n_params, "n_params_nonemb": n_params - n_emb,
         "steps": len(times), "step_ms_median": step_s * 1e3,
         "step_ms_min": min(times) * 1e3, "step_ms_max": max(times) * 1e3,
-        "tokens_per_s": B * T / step_s, "last_loss": loss_value,
+        "tokens_per_s": B * T / step_s, "first_loss": first_loss, "last_loss": last_loss,
         "peak_rss_mb": peak_rss_mb(),
     }))
     return 0

@@ -87,8 +87,6 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-static void check_leaf_inplace(const char* op, const Tensor& self);
-
 static Node::Edge edge_to(const Tensor& t) {
   Node::Edge e;
   if (!t.defined()) return e;
@@ -118,7 +116,7 @@ Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, 
 
 Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others,
                        BackwardFn fn) {
-  check_leaf_inplace(name, self);
+  check_recorded_inplace(name, self);
   auto node = std::make_shared<Node>();
   node->name = name;
   node->sequence_nr = next_sequence_nr++;
@@ -133,15 +131,26 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
 }
 }  // namespace detail
 
-static void check_leaf_inplace(const char* op, const Tensor& self) {
-  if (GradMode::is_enabled() && self.is_leaf() && self.impl()->requires_grad)
+void check_recorded_inplace(const char* op, const Tensor& self) {
+  if (!GradMode::is_enabled()) return;
+  const TensorImpl& impl = *self.impl();
+  if (self.is_leaf() && impl.requires_grad)
     fail(op, "a leaf tensor that requires grad (shape ", self.shape(),
          ") is being used in an in-place operation; wrap it in NoGradGuard, or use the "
          "out-of-place op");
+  if (auto base = impl.view_base.lock(); base && base->grad_fn)
+    fail(op, "in-place op on a view (shape ", self.shape(), ") of a tensor in the autograd graph "
+         "(shape ", base->shape, "): xgrad does not rebase a view's base, so its gradient would "
+         "be wrong. Use the out-of-place op (e.g. masked_fill), or clone() the view first");
+  for (const auto& w : impl.live_views)
+    if (auto v = w.lock(); v && v->grad_fn)
+      fail(op, "in-place op on a tensor (shape ", self.shape(), ") that has a live view (shape ",
+           v->shape, ") in the autograd graph: the view's gradient would be wrong. Use the "
+           "out-of-place op, or take the view after the in-place op");
 }
 
 void check_inplace(const char* op, const Tensor& self) {
-  check_leaf_inplace(op, self);
+  check_recorded_inplace(op, self);
   if (GradMode::is_enabled() && self.requires_grad())
     fail(op, "in-place ", op, " on a tensor that is part of the autograd graph (shape ",
          self.shape(), ", produced by ", self.grad_fn_name(),

@@ -106,6 +106,14 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = b.dtype;
+  if (b.grad_fn) {  // a view of a tensor in the graph: remember the root base (see TensorImpl)
+    std::shared_ptr<TensorImpl> root = b.view_base.lock();
+    if (!root) root = base.impl();
+    auto& views = root->live_views;
+    std::erase_if(views, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
+    views.push_back(impl);
+    impl->view_base = root;
+  }
   return Tensor(std::move(impl));
 }
 
@@ -140,6 +148,7 @@ int64_t Tensor::stride(int64_t d) const {
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked();
+  if (numel_of(t.shape) == 0) return true;
   int64_t expected = 1;
   for (int64_t d = static_cast<int64_t>(t.shape.size()) - 1; d >= 0; --d) {
     if (t.shape[d] == 1) continue;

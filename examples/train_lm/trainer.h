@@ -55,6 +55,8 @@ class Trainer {
   // Seeds the default generator with o.seed and builds the model and optimizer;
   // o.model.vocab_size is set from the tokenizer.
   Trainer(TrainOptions o, Corpus corpus);
+  Trainer(const Trainer&) = delete;  // the batch sampler points into corpus_
+  Trainer& operator=(const Trainer&) = delete;
 
   // Restores model, optimizer, scheduler, RNGs and counters from a checkpoint; throws
   // xgrad::Error (config or vocabulary mismatch, missing/mis-shaped tensors, bad metadata)

@@ -40,9 +40,9 @@ SelfAttention::SelfAttention(int64_t d_in, int64_t d_out_, bool qkv_bias) : d_ou
 }
 
 Tensor SelfAttention::forward(const Tensor& x) {
-  Tensor keys = (*W_key)(x);                                          // (..., T, d_out)
-  Tensor queries = (*W_query)(x);
-  Tensor values = (*W_value)(x);
+  Tensor keys = W_key(x);                                          // (..., T, d_out)
+  Tensor queries = W_query(x);
+  Tensor values = W_value(x);
   Tensor attn_scores = matmul(queries, keys.transpose(-2, -1));       // (..., T, T)
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(keys.size(-1))), -1);
   return matmul(attn_weights, values);                                // (..., T, d_out)
@@ -65,14 +65,14 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_l
 Tensor CausalAttention::forward(const Tensor& x) {
   check_tokens("CausalAttention", x, W_query->in_features, context_length);
   auto [b, num_tokens, d_in] = x.shape3();
-  Tensor keys = (*W_key)(x);                                          // (b, T, d_out)
-  Tensor queries = (*W_query)(x);
-  Tensor values = (*W_value)(x);
+  Tensor keys = W_key(x);                                          // (b, T, d_out)
+  Tensor queries = W_query(x);
+  Tensor values = W_value(x);
 
   Tensor attn_scores = matmul(queries, keys.transpose(1, 2));         // (b, T, T)
   attn_scores.masked_fill_(mask.slice(0, 0, num_tokens).slice(1, 0, num_tokens), -INFINITY);
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(keys.size(-1))), -1);
-  attn_weights = (*dropout)(attn_weights);
+  attn_weights = dropout(attn_weights);
 
   return matmul(attn_weights, values);                                // (b, T, d_out)
 }
@@ -115,19 +115,19 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   check_tokens("MultiHeadAttention", x, W_query->in_features, context_length);
   auto [b, num_tokens, d_in] = x.shape3();
-  Tensor keys = (*W_key)(x).view({b, num_tokens, num_heads, head_dim})      // (b, T, H, D)
+  Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim})      // (b, T, H, D)
                     .transpose(1, 2);                                       // (b, H, T, D)
-  Tensor queries = (*W_query)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
-  Tensor values = (*W_value)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  Tensor values = W_value(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
 
   Tensor attn_scores = matmul(queries, keys.transpose(2, 3));               // (b, H, T, T)
   attn_scores.masked_fill_(mask.slice(0, 0, num_tokens).slice(1, 0, num_tokens), -INFINITY);
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(head_dim)), -1);
-  attn_weights = (*dropout)(attn_weights);
+  attn_weights = dropout(attn_weights);
 
   Tensor context_vec = matmul(attn_weights, values).transpose(1, 2)         // (b, T, H, D)
                            .contiguous().view({b, num_tokens, d_out});      // (b, T, d_out)
-  return (*out_proj)(context_vec);                                          // (b, T, d_out)
+  return out_proj(context_vec);                                          // (b, T, d_out)
 }
 
 // ------------------------------------------------------------------ MHLinear

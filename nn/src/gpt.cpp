@@ -35,13 +35,13 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
     fail("GPTModel", "token id ", (*lo < 0 ? *lo : *hi), " is out of range for vocab_size ",
          cfg.vocab_size, " (input shape ", in_idx.shape(), ")");
 
-  Tensor tok_embeds = tok_emb->forward(in_idx);                  // (b, T, emb)
-  Tensor pos_embeds = pos_emb->forward(arange(static_cast<double>(seq_len)));  // (T, emb)
+  Tensor tok_embeds = tok_emb(in_idx);                  // (b, T, emb)
+  Tensor pos_embeds = pos_emb(arange(static_cast<double>(seq_len)));  // (T, emb)
   Tensor x = tok_embeds + pos_embeds;                             // (b, T, emb)
-  x = drop_emb->forward(x);
-  x = trf_blocks->forward(x);
-  x = final_norm->forward(x);
-  return out_head->forward(x);                                    // (b, T, vocab)
+  x = drop_emb(x);
+  x = trf_blocks(x);
+  x = final_norm(x);
+  return out_head(x);                                    // (b, T, vocab)
 }
 
 }  // namespace xgrad::nn

@@ -30,7 +30,7 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  return layers->forward(x);  // (b, T, emb) -> (b, T, 4 emb) -> (b, T, emb)
+  return layers(x);  // (b, T, emb) -> (b, T, 4 emb) -> (b, T, emb)
 }
 
 // ---------------------------------------------------------------- TransformerBlock
@@ -48,16 +48,16 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
 Tensor TransformerBlock::forward(const Tensor& x_in) {
   // shortcut connection around attention: (b, T, emb) throughout
   Tensor shortcut = x_in;
-  Tensor x = norm1->forward(x_in);
-  x = att->forward(x);
-  x = drop_shortcut->forward(x);
+  Tensor x = norm1(x_in);
+  x = att(x);
+  x = drop_shortcut(x);
   x = x + shortcut;
 
   // shortcut connection around the feed-forward network
   shortcut = x;
-  x = norm2->forward(x);
-  x = ff->forward(x);
-  x = drop_shortcut->forward(x);
+  x = norm2(x);
+  x = ff(x);
+  x = drop_shortcut(x);
   return x + shortcut;
 }
 

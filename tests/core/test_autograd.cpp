@@ -136,6 +136,40 @@ TEST(Autograd, InPlaceThatIsNotRecordedIsRejectedInTheGraph) {
   EXPECT_THROW(x.add_(ones({2}, kFloat64)), Error);
 }
 
+TEST(Autograd, InPlaceThroughAViewOfAGraphTensorIsRefusedBeforeWriting) {
+  // torch rebases the base's history (CopySlices); xgrad refuses rather than give a wrong grad
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+  Tensor y = x * 1.0;
+  Tensor v = y.view({2, 2}).t();
+  const std::vector<double> before = y.to_vector<double>();
+  try {
+    v.masked_fill_(tensor({{true, false}, {false, false}}), 0.0);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("view"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(y.to_vector<double>(), before);  // nothing was written
+}
+
+TEST(Autograd, InPlaceOnATensorWithALiveGraphViewIsRefused) {
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+  Tensor y = x * 1.0;
+  Tensor v = y.slice(0, 0, 2);
+  EXPECT_THROW(y.masked_fill_(tensor({true, false, false, false}), 0.0), Error);
+}
+
+TEST(Autograd, InPlaceIsFineOnceTheViewsAreGoneOrOutsideTheGraph) {
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0});
+  Tensor y = x * 1.0;
+  { Tensor v = y.slice(0, 0, 2); }  // dropped: nothing can see a stale history
+  y.masked_fill_(tensor({true, false, false, false}), 0.0);
+  (y * 2.0).sum().backward();
+  EXPECT_EQ(grad_of(x), (std::vector<double>{0.0, 2.0, 2.0, 2.0}));
+  Tensor plain = zeros({2, 2});
+  plain.t().masked_fill_(tensor({{true, false}, {false, false}}), 5.0);  // no grad: allowed
+  EXPECT_EQ(plain.to_vector<float>()[0], 5.0f);
+}
+
 TEST(Autograd, MaskedFillInPlaceAfterMatmulIsLegal) {
   // the seeds: attn_scores = queries @ keys.T; attn_scores.masked_fill_(mask, -inf)
   Tensor q = arange(0, 6, 1, kFloat64).reshape({3, 2}).requires_grad_();

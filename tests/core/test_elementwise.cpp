@@ -109,6 +109,7 @@ TEST(Elementwise, Int64ArithmeticMatchesTorch) {
   EXPECT_EQ(half.dtype(), kFloat32);
   expect_close(half, fx().get("int64.out5"), 0, 0, "i / 2");
   EXPECT_EQ((i + 1.5).dtype(), kFloat32);
+  EXPECT_EQ((i * std::numeric_limits<double>::infinity()).dtype(), kFloat32);  // no int64 overflow
   EXPECT_EQ((i - 1.0).dtype(), kInt64);
   EXPECT_EQ((i * j).to_vector<int64_t>(), (std::vector<int64_t>{2, 10, 3, 14, 0, 2}));
 }

@@ -115,6 +115,21 @@ TEST(Reduce, LongFloat32RowsMatchTorchClosely) {
   expect_close(lead.mean({0}), fx().get("leadsum.out1"), 1e-6, 1e-8, "leading mean");
 }
 
+// Every float32 sum path (short rows, long blocked rows with tails, leading dims with a row
+// count that is not a multiple of 8, middle dims) against the same sum done in float64.
+TEST(Reduce, Float32SumPathsMatchAFloat64Reference) {
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {{7, 5}, {1}},        {{3, 256}, {1}},      {{2, 257}, {-1}},   {{2, 1000}, {1}},
+      {{1, 70001}, {1}},    {{13, 33}, {0}},      {{1031, 17}, {0}},  {{4, 19, 6}, {1}},
+      {{5, 6, 7}, {0, 2}},  {{3, 4, 5}, {}},      {{2, 300, 3}, {0, 1}}};
+  for (const auto& [shape, dims] : cases) {
+    Tensor x = randn(shape) + 0.25;
+    Tensor got = x.sum(dims);
+    Tensor want = x.to(kFloat64).sum(dims).to(kFloat32);
+    expect_close(got, want, 2e-6, 1e-5, "sum " + shape_str(shape) + " over " + shape_str(dims));
+  }
+}
+
 // ---------------------------------------------------------------- behaviour
 
 TEST(Reduce, ShapesWithKeepdimAndNegativeDims) {

@@ -150,3 +150,16 @@ TEST(Tensor, InPlaceOpsBumpTheVersionAndBroadcast) {
 
 }  // namespace
 }  // namespace xgrad
+
+namespace xgrad {
+namespace {
+TEST(Tensor, BracedDimsAreDimsNotFlags) {
+  Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 6.0, 8.0}});
+  EXPECT_EQ(x.var({1}).shape(), (Shape{2}));
+  EXPECT_EQ(var(x, {1}).shape(), (Shape{2}));
+  EXPECT_EQ(x.var({0}).shape(), (Shape{3}));
+  EXPECT_NEAR(x.var({1}).to_vector<float>()[1], 4.0, 1e-6);
+  EXPECT_EQ(x.var(false).dim(), 0);
+}
+}  // namespace
+}  // namespace xgrad

@@ -126,6 +126,17 @@ TEST(Layers, DropoutModule) {
   EXPECT_EQ(zero(x).to_vector<float>(), x.to_vector<float>());
 }
 
+TEST(Layers, LossModules) {
+  manual_seed(8);
+  Tensor logits = randn({2, 3, 5});
+  Tensor targets = tensor({{0, 4, -100}, {2, 2, 1}});
+  CrossEntropyLoss criterion;
+  EXPECT_EQ(criterion(logits, targets).item(), cross_entropy(logits, targets).item());
+  Tensor a = randn({4}), b = randn({4});
+  EXPECT_EQ(MSELoss()(a, b).item(), mse_loss(a, b).item());
+  EXPECT_EQ(criterion.name(), "CrossEntropyLoss");
+}
+
 TEST(LayersGradcheck, Linear) {
   manual_seed(1);
   Linear lin(4, 3);

@@ -140,6 +140,11 @@ Tensor& record_inplace(const char* name, Tensor& self, std::initializer_list<Ten
                                 BackwardFn(std::forward<F>(fn)));
 }
 
+// For in-place ops recorded with record_inplace: call it before writing. With grad mode on,
+// throws for a leaf that requires grad, for a view of a tensor in the graph, and for a tensor
+// with live views in the graph (xgrad does not rebase views the way torch's CopySlices does).
+void check_recorded_inplace(const char* op, const Tensor& self);
+
 // For in-place ops that record nothing (fill_, copy_, add_, ...): with grad mode on, throws a
 // clear error if `self` requires grad (a leaf, or a tensor in the graph whose history the op
 // would silently falsify).

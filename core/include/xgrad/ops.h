@@ -178,6 +178,12 @@ Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, const Shape& dims, bool keepdim = false);
 Tensor var(const Tensor& a, bool unbiased = true);
 Tensor var(const Tensor& a, const Shape& dims, bool unbiased = true, bool keepdim = false);
+// var(x, {1}) must mean dims {1}: without this overload the braced {1} would convert to
+// `bool unbiased` and silently reduce over everything.
+inline Tensor var(const Tensor& a, std::initializer_list<int64_t> dims, bool unbiased = true,
+                  bool keepdim = false) {
+  return var(a, Shape(dims), unbiased, keepdim);
+}
 struct ValuesIndices {
   Tensor values;
   Tensor indices;  // int64

@@ -46,6 +46,10 @@ struct TensorImpl {
   bool retains_grad = false;        // non-leaf asked to keep its .grad (retain_grad())
   std::shared_ptr<TensorImpl> grad; // accumulated gradient (leaves, retained non-leaves)
   std::shared_ptr<Node> grad_fn;    // the op that produced this tensor, if recorded
+  // Views of tensors in the graph know their base, and a base its live views: an in-place op
+  // through either would leave the other's recorded history stale, so it is refused.
+  std::weak_ptr<TensorImpl> view_base;
+  std::vector<std::weak_ptr<TensorImpl>> live_views;
 };
 
 class Tensor {
@@ -124,6 +128,9 @@ class Tensor {
   Tensor mean(Shape dims, bool keepdim = false) const;
   Tensor var(bool unbiased = true) const;
   Tensor var(Shape dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
+    return var(Shape(dims), unbiased, keepdim);  // so that x.var({1}) is not x.var(bool)
+  }
   Tensor max() const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor exp() const;

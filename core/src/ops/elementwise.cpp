@@ -122,9 +122,10 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f, bool allow_in
   return map_same<2>(op, shape, {a, b}, f, allow_int);
 }
 
-// An int64 tensor with a fractional scalar computes in float32, as torch does.
+// An int64 tensor with a fractional (or non-finite, or huge) scalar computes in float32, as
+// torch does; only exactly representable integers stay in int64.
 bool int_with_fraction(const Tensor& a, double s) {
-  return a.dtype() == kInt64 && s != std::floor(s);
+  return a.dtype() == kInt64 && !(s == std::floor(s) && std::fabs(s) < 9.2e18);
 }
 
 template <class T> constexpr T c(double v) { return static_cast<T>(v); }

@@ -7,7 +7,9 @@
 // ld = column stride), so views like k.transpose(2, 3) and weight.t() are never copied; only a
 // matrix that is neither (e.g. an expanded one) is. Batches fold into a single GEMM when memory
 // allows: into the rows (x (B, T, C) @ W, the Linear hot path) or into the inner dim (the weight
-// gradient x^T @ dout summed over B*T).
+// gradient x^T @ dout summed over B*T); when only an operand's layout blocks the fold and the
+// folded dim is small, that operand is copied once instead of running many tiny GEMMs.
+// OpenBLAS's thread count is left alone here.
 //
 // Adding a linalg op: write its forward with bmm_into, its backward right below, and add a row
 // to tests/core/gradcheck_rows_linalg.cpp.

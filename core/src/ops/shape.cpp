@@ -306,11 +306,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   check_mask("masked_fill_", mask);
-  // recorded in-place op: only a leaf that requires grad is refused (checked before writing)
-  if (GradMode::is_enabled() && is_leaf() && requires_grad())
-    fail("masked_fill_", "a leaf tensor that requires grad (shape ", shape(),
-         ") is being used in an in-place operation; wrap it in NoGradGuard, or use the "
-         "out-of-place masked_fill");
+  check_recorded_inplace("masked_fill_", *this);  // before writing: leaves, views in the graph
   if (kernels::broadcast_shapes("masked_fill_", shape(), mask.shape()) != shape())
     fail("masked_fill_", "mask of shape ", mask.shape(), " cannot be broadcast to the tensor's shape ",
          shape(), " (an in-place op cannot change the shape)");

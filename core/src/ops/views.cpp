@@ -232,7 +232,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   });
 }
 
-static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop) {
+static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop, const char* name) {
   Shape sh, st;
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (drop[d]) continue;
@@ -241,7 +241,7 @@ static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop) {
   }
   Tensor out = make_view(self, sh, st, self.storage_offset());
   const Shape in_shape = self.shape();
-  return record("SqueezeBackward0", out, {self}, [in_shape](const Tensor& dout, Grads& grads) {
+  return record(name, out, {self}, [in_shape](const Tensor& dout, Grads& grads) {
     // in the forward pass size-1 dims were removed, so put them back
     grads.add(0, dout.reshape(in_shape));
   });
@@ -250,7 +250,7 @@ static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop) {
 Tensor Tensor::squeeze() const {
   std::vector<bool> drop(dim());
   for (int64_t d = 0; d < dim(); ++d) drop[d] = shape()[d] == 1;
-  return squeeze_dims(*this, drop);
+  return squeeze_dims(*this, drop, "SqueezeBackward0");
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -258,7 +258,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   d = wrap("squeeze", d, dim(), shape());
   std::vector<bool> drop(dim(), false);
   drop[d] = shape()[d] == 1;
-  return squeeze_dims(*this, drop);
+  return squeeze_dims(*this, drop, "SqueezeBackward1");
 }
 
 Tensor Tensor::expand(Shape target) const {

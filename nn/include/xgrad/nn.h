@@ -5,7 +5,8 @@
 //   init.h         nn::init::kaiming_uniform_, normal_, xavier_uniform_, ...
 //   linear.h       Linear
 //   layers.h       Dropout, Embedding, LayerNorm, GELU, ReLU, Identity
-//   attention.h    SelfAttention, CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention
+//   attention.h    SelfAttention, CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention,
+//                  MHLinear
 //   transformer.h  GPTConfig, FeedForward, TransformerBlock
 //   gpt.h          GPTModel
 //   loss.h         CrossEntropyLoss, MSELoss

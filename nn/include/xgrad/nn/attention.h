@@ -29,7 +29,7 @@ class SelfAttention : public Module {
   std::string name() const override { return "SelfAttention"; }
 
   int64_t d_out;
-  std::shared_ptr<Linear> W_query, W_key, W_value;
+  ModuleHolder<Linear> W_query, W_key, W_value;
 };
 
 class CausalAttention : public Module {
@@ -41,8 +41,8 @@ class CausalAttention : public Module {
 
   int64_t d_out;
   int64_t context_length;
-  std::shared_ptr<Linear> W_query, W_key, W_value;
-  std::shared_ptr<Dropout> dropout;
+  ModuleHolder<Linear> W_query, W_key, W_value;
+  ModuleHolder<Dropout> dropout;
   Tensor mask;  // (context_length, context_length) bool, true above the diagonal
 };
 
@@ -53,7 +53,7 @@ class MultiHeadAttentionWrapper : public Module {
   Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, num_heads * d_out)
   std::string name() const override { return "MultiHeadAttentionWrapper"; }
 
-  std::shared_ptr<ModuleList> heads;  // of CausalAttention
+  ModuleHolder<ModuleList> heads;  // of CausalAttention
 };
 
 class MultiHeadAttention : public Module {
@@ -67,8 +67,8 @@ class MultiHeadAttention : public Module {
   int64_t num_heads;
   int64_t head_dim;
   int64_t context_length;
-  std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
-  std::shared_ptr<Dropout> dropout;
+  ModuleHolder<Linear> W_query, W_key, W_value, out_proj;
+  ModuleHolder<Dropout> dropout;
   Tensor mask;
 };
 

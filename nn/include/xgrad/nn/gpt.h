@@ -29,12 +29,12 @@ class GPTModel : public Module {
   Tensor forward(const Tensor& in_idx) override;
 
   GPTConfig cfg;
-  std::shared_ptr<Embedding> tok_emb;
-  std::shared_ptr<Embedding> pos_emb;
-  std::shared_ptr<Dropout> drop_emb;
-  std::shared_ptr<Sequential> trf_blocks;  // of TransformerBlock: trf_blocks->at<TransformerBlock>(0)
-  std::shared_ptr<LayerNorm> final_norm;
-  std::shared_ptr<Linear> out_head;
+  ModuleHolder<Embedding> tok_emb;
+  ModuleHolder<Embedding> pos_emb;
+  ModuleHolder<Dropout> drop_emb;
+  ModuleHolder<Sequential> trf_blocks;  // of TransformerBlock: trf_blocks->at<TransformerBlock>(0)
+  ModuleHolder<LayerNorm> final_norm;
+  ModuleHolder<Linear> out_head;
 };
 
 }  // namespace xgrad::nn

@@ -148,6 +148,22 @@ class Module {
   bool training_ = true;
 };
 
+// A shared handle to a submodule that is callable like the Python attribute, so a forward
+// reads `W_query(x)` as in the notebooks. register_module's std::shared_ptr<M> converts to it:
+//   ModuleHolder<Linear> W_query;
+//   W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out));
+//   Tensor q = W_query(x);        // W_query->in_features works too
+template <class M>
+class ModuleHolder : public std::shared_ptr<M> {
+ public:
+  ModuleHolder() = default;
+  ModuleHolder(std::shared_ptr<M> module) : std::shared_ptr<M>(std::move(module)) {}  // NOLINT
+  Tensor operator()(const Tensor& input) const {
+    if (!*this) throw Error("ModuleHolder: calling an empty module handle (not registered yet?)");
+    return this->get()->forward(input);
+  }
+};
+
 std::ostream& operator<<(std::ostream& os, const Module& module);
 std::string to_string(const Module& module);
 

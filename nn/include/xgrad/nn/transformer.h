@@ -39,7 +39,7 @@ class FeedForward : public Module {
  public:
   explicit FeedForward(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;
-  std::shared_ptr<Sequential> layers;
+  ModuleHolder<Sequential> layers;
 };
 
 // Pre-LayerNorm block: x + drop(att(norm1(x))), then x + drop(ff(norm2(x))).
@@ -47,11 +47,11 @@ class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;  // (b, T, emb) -> (b, T, emb)
-  std::shared_ptr<MultiHeadAttention> att;
-  std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<LayerNorm> norm1;
-  std::shared_ptr<LayerNorm> norm2;
-  std::shared_ptr<Dropout> drop_shortcut;
+  ModuleHolder<MultiHeadAttention> att;
+  ModuleHolder<FeedForward> ff;
+  ModuleHolder<LayerNorm> norm1;
+  ModuleHolder<LayerNorm> norm2;
+  ModuleHolder<Dropout> drop_shortcut;
 };
 
 }  // namespace xgrad::nn

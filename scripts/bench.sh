@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# scripts/bench.sh: xgrad against PyTorch on this machine, side by side in one run.
+#
+#   scripts/bench.sh            training-step table: GPT configs tiny, small, medium at 1 and 2
+#                               threads (bench/gpt_bench.cpp vs bench/pytorch/gpt_bench.py),
+#                               written to bench/results/latest.json
+#   scripts/bench.sh --ops      op micro-benchmarks (bench/ops_bench.cpp vs
+#                               bench/pytorch/ops_bench.py) at 1 and 2 threads; their table
+#                               goes to the "ops" section of bench/results/latest.json
+#   scripts/bench.sh --quick    a smoke check: few steps, tiny and small only; the JSON goes
+#                               to ${TMPDIR:-/tmp}/xgrad-bench-quick.json, not to latest.json
+#
+# Options: --configs tiny,small,medium   --threads 1,2   --steps N (timed, default 20)
+#          --warmup N (default 5)   --no-build (use the existing binaries)
+# Environment: XGRAD_BUILD_DIR (build), XGRAD_JOBS (nproc), XGRAD_SKIP_DEPS=1 (do not check
+# packages), XGRAD_KEEP_TMP=1 (keep the per-process results), XGRAD_PYTHON (/usr/bin/python3,
+# the interpreter Debian's python3-torch installs into).
+#
+# How it measures: every measurement is its own process (so each peak RSS is its own), xgrad
+# and PyTorch alternate (same config, same thread count, back to back), and the sgemm peak
+# that MFU is relative to is measured in the same run. Threads: xgrad uses OpenBLAS threads
+# (gpt_bench --threads N). PyTorch at 1 thread: torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1.
+# At 2 threads PyTorch gets its best of three modes: torch 2 / OpenBLAS 1, torch 1 /
+# OpenBLAS 2, both 2 with OMP_WAIT_POLICY=PASSIVE; a short probe of each picks the mode for
+# the full run. Numbers depend on what else runs on the machine: compare ratios, not runs.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+build_dir=${XGRAD_BUILD_DIR:-build}
+jobs=${XGRAD_JOBS:-$(nproc)}
+py=${XGRAD_PYTHON:-/usr/bin/python3}
+mode=train quick=0 build=1
+configs="tiny,small,medium" threads_list="1,2" steps="" warmup=""
+configs_given=0
+
+while (( $# )); do
+  case "$1" in
+    --ops) mode=ops ;;
+    --quick) quick=1 ;;
+    --no-build) build=0 ;;
+    --configs) configs=${2:?--configs needs a list}; configs_given=1; shift ;;
+    --threads) threads_list=${2:?--threads needs a list}; shift ;;
+    --steps) steps=${2:?--steps needs a number}; shift ;;
+    --warmup) warmup=${2:?--warmup needs a number}; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if (( quick )); then
+  steps=${steps:-3} warmup=${warmup:-1}
+  (( configs_given )) || configs="tiny,small"
+  probe_warmup=1 probe_steps=1
+  out_json="${TMPDIR:-/tmp}/xgrad-bench-quick.json"
+else
+  steps=${steps:-20} warmup=${warmup:-5}
+  probe_warmup=2 probe_steps=5
+  out_json="$root/bench/results/latest.json"
+fi
+IFS=, read -r -a config_arr <<< "$configs"
+IFS=, read -r -a thread_arr <<< "$threads_list"
+
+start=$SECONDS
+elapsed() { printf '%dm%02ds' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+log() { printf '[%s] %s\n' "$(elapsed)" "$*" >&2; }
+
+# ---- dependencies and build
+"$root/scripts/deps.sh" --torch >&2
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "bench.sh: $py cannot import torch (scripts/deps.sh --torch installs python3-torch)" >&2
+  exit 1
+fi
+targets=(gpt_bench)
+[[ $mode == ops ]] && targets=(ops_bench)
+if (( build )); then
+  log "building ${targets[*]} (Release) in $build_dir"
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DXGRAD_BUILD_BENCH=ON >/dev/null
+  cmake --build "$build_dir" --parallel "$jobs" --target "${targets[@]}" >&2
+fi
+for t in "${targets[@]}"; do
+  if [[ ! -x "$build_dir/bench/$t" ]]; then
+    echo "bench.sh: $build_dir/bench/$t was not built (for ops_bench: apt-get install libbenchmark-dev)" >&2
+    exit 1
+  fi
+done
+gpt_bench="$build_dir/bench/gpt_bench"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/xgrad-bench.XXXXXX")
+cleanup() {
+  if [[ "${XGRAD_KEEP_TMP:-0}" == 1 ]]; then echo "bench.sh: kept $tmp" >&2; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+mkdir -p "$tmp/train" "$tmp/sgemm" "$tmp/ops"
+cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_start"
+failures=0
+
+# run_to FILE META_JSON ENV... -- CMD...: one measurement in its own process; FILE gets the
+# metadata line, then the process's JSON line. A failure is reported and counted, not fatal.
+run_to() {
+  local file=$1 meta=$2; shift 2
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  echo "$meta" > "$file"
+  if ! env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u MKL_NUM_THREADS "${envs[@]}" "$@" \
+       >> "$file" 2> "$file.err"; then
+    echo "bench.sh: FAILED: ${envs[*]} $*" >&2
+    sed 's/^/    /' "$file.err" | tail -20 >&2
+    failures=$((failures + 1))
+    return 1
+  fi
+  return 0
+}
+
+# the last JSON line's tokens_per_s in FILE (0 if none)
+tokens_of() {
+  "$py" -c 'import json,sys
+v=0
+for l in open(sys.argv[1]):
+    l=l.strip()
+    if l.startswith("{"): v=json.loads(l).get("tokens_per_s", v)
+print(v)' "$1"
+}
+
+sgemm_probe() {
+  local tag=$1 t
+  for t in "${thread_arr[@]}"; do
+    run_to "$tmp/sgemm/${tag}_t$t.json" "{}" OPENBLAS_NUM_THREADS="$t" -- \
+      "$gpt_bench" --sgemm-peak --threads "$t" || true
+  done
+}
+
+# ---- part A: op micro-benchmarks
+if [[ $mode == ops ]]; then
+  if (( quick )); then reps=3 min_time=0.02; else reps=5 min_time=0.1; fi
+  for t in "${thread_arr[@]}"; do
+    log "ops: xgrad, $t thread(s)"
+    run_to "$tmp/ops/xgrad_t$t.log" "" OPENBLAS_NUM_THREADS="$t" -- \
+      "$build_dir/bench/ops_bench" --threads="$t" --benchmark_repetitions="$reps" \
+      --benchmark_min_time="$min_time" --benchmark_report_aggregates_only=true \
+      --benchmark_out="$tmp/ops/xgrad_t$t.json" --benchmark_out_format=json || true
+    log "ops: torch, $t thread(s)"
+    run_to "$tmp/ops/torch_t$t.log" "" OPENBLAS_NUM_THREADS="$t" -- \
+      "$py" "$root/bench/pytorch/ops_bench.py" --threads "$t" --repetitions "$reps" \
+      --min-time "$min_time" --json "$tmp/ops/torch_t$t.json" || true
+    if (( t > 1 )); then
+      # OpenMP's spinning threads suffer when the other core is busy: torch also gets a run
+      # with OMP_WAIT_POLICY=PASSIVE, and the faster of the two counts per case
+      log "ops: torch, $t thread(s), OMP_WAIT_POLICY=PASSIVE"
+      run_to "$tmp/ops/torch_t$t.passive.log" "" OPENBLAS_NUM_THREADS="$t" OMP_WAIT_POLICY=PASSIVE -- \
+        "$py" "$root/bench/pytorch/ops_bench.py" --threads "$t" --repetitions "$reps" \
+        --min-time "$min_time" --json "$tmp/ops/torch_t$t.passive.json" || true
+    fi
+  done
+  cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_end"
+  echo
+  "$py" "$root/bench/pytorch/report.py" ops "$tmp" "$out_json" || failures=$((failures + 1))
+  echo
+  echo "wrote $out_json (ops section) in $(elapsed)"
+  exit $(( failures > 0 ))
+fi
+
+# ---- part B: training steps
+log "sgemm peak probe"
+sgemm_probe start
+
+common=(--warmup "$warmup" --steps "$steps")
+for config in "${config_arr[@]}"; do
+  for t in "${thread_arr[@]}"; do
+    base="$tmp/train/${config}_t$t"
+    meta() { printf '{"threads_requested": %s, "torch_mode": "%s", "probe": %s}' "$t" "$1" "$2"; }
+
+    log "$config, $t thread(s): xgrad train"
+    run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+      "$gpt_bench" --config "$config" --threads "$t" --mode train "${common[@]}" || true
+
+    # PyTorch's thread modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY
+    if (( t == 1 )); then
+      modes=("torch 1 / OpenBLAS 1|1|1|")
+    else
+      modes=("torch $t / OpenBLAS 1|$t|1|" "torch 1 / OpenBLAS $t|1|$t|"
+             "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE")
+    fi
+    best=${modes[0]}
+    pw=$probe_warmup ps=$probe_steps
+    if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
+    if (( ${#modes[@]} > 1 )); then
+      best_tok=0 i=0
+      for m in "${modes[@]}"; do
+        IFS='|' read -r name tt bt wp <<< "$m"
+        log "$config, $t thread(s): torch probe ($name)"
+        f="${base}_torch_probe$i.json"
+        if run_to "$f" "$(meta "$name" true)" OPENBLAS_NUM_THREADS="$bt" ${wp:+OMP_WAIT_POLICY=$wp} -- \
+             "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
+             --mode train --warmup "$pw" --steps "$ps"; then
+          tok=$(tokens_of "$f")
+          if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
+            best_tok=$tok best=$m
+          fi
+        fi
+        i=$((i + 1))
+      done
+    fi
+    IFS='|' read -r name tt bt wp <<< "$best"
+    torch_env=(OPENBLAS_NUM_THREADS="$bt")
+    [[ -n $wp ]] && torch_env+=(OMP_WAIT_POLICY="$wp")
+
+    log "$config, $t thread(s): torch train ($name)"
+    run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+      "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
+      --mode train "${common[@]}" || true
+
+    log "$config, $t thread(s): xgrad forward"
+    run_to "${base}_xgrad_forward.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+      "$gpt_bench" --config "$config" --threads "$t" --mode forward "${common[@]}" || true
+
+    log "$config, $t thread(s): torch forward ($name)"
+    run_to "${base}_torch_forward.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+      "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
+      --mode forward "${common[@]}" || true
+  done
+done
+
+log "sgemm peak probe (again; the best of both counts)"
+sgemm_probe end
+cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_end"
+
+echo
+"$py" "$root/bench/pytorch/report.py" train "$tmp" "$out_json" || failures=$((failures + 1))
+echo
+echo "wrote $out_json in $(elapsed) (load average at start: $(cat "$tmp/loadavg_start"), end: $(cat "$tmp/loadavg_end"))"
+if (( failures )); then
+  echo "bench.sh: $failures measurement(s) failed (see above)" >&2
+  exit 1
+fi
