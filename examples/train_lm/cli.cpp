@@ -76,6 +76,9 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   CliParse out;
   CLI::App app{"train_lm: train a character-level GPT with xgrad, and sample from it"};
   app.require_subcommand(1);
+  // a flag given twice takes its last value, so `scripts/train.sh --steps 4000` overrides the
+  // script's own --steps (subcommands inherit this default)
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   TrainOptions f;
   CLI::App* train = app.add_subcommand("train", "train (or --resume) a model on a text corpus");
   add_train_flags(*train, f);

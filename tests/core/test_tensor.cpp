@@ -163,3 +163,33 @@ TEST(Tensor, BracedDimsAreDimsNotFlags) {
 }
 }  // namespace
 }  // namespace xgrad
+
+namespace xgrad {
+namespace {
+TEST(Tensor, FreedStorageIsReusedAndCanBeReleased) {
+  empty_cache();
+  EXPECT_EQ(cached_bytes(), 0);
+  const int64_t live = memory_stats().current_bytes;
+  void* first = nullptr;
+  {
+    Tensor a = empty({1000, 1000});
+    first = a.raw_data_ptr();
+    EXPECT_EQ(memory_stats().current_bytes, live + 4'000'000);
+  }
+  EXPECT_EQ(memory_stats().current_bytes, live);  // live bytes count only live tensors
+#ifndef __SANITIZE_ADDRESS__
+  EXPECT_GE(cached_bytes(), 4'000'000);
+  Tensor b = zeros({999, 1000});  // a slightly smaller tensor lands in the same size class
+  EXPECT_EQ(b.raw_data_ptr(), first);
+  EXPECT_EQ(b.sum().item(), 0.0);  // reused memory is still zeroed by zeros()
+  b = Tensor();
+  EXPECT_GT(cached_bytes(), 0);
+#else
+  EXPECT_EQ(cached_bytes(), 0);  // ASan must see every free
+  (void)first;
+#endif
+  empty_cache();
+  EXPECT_EQ(cached_bytes(), 0);
+}
+}  // namespace
+}  // namespace xgrad

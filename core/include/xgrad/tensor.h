@@ -177,6 +177,11 @@ struct MemoryStats {
 };
 MemoryStats memory_stats();
 void reset_peak_memory_stats();
+// Freed storage blocks are kept (up to 2 GiB, by size class) and reused by later tensors of a
+// similar size, so a training step allocates almost nothing from the system. This returns the
+// cached blocks to the system (like torch.cuda.empty_cache()); the bytes cached right now:
+void empty_cache();
+int64_t cached_bytes();
 
 // ---- low-level construction (ops and extensions)
 // A new contiguous tensor with uninitialised data.
