@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "xgrad/autograd.h"
+#include "xgrad/nn.h"
 #include "xgrad/ops.h"
 #include "xgrad/random.h"
 
@@ -128,6 +129,20 @@ Case linear_case(const Shape& s) {
   }};
 }
 
+// nn::MultiHeadAttention (Raschka's, as in the seeds), dropout 0, forward + backward;
+// s = (B, T, d, heads). Compared with the identical torch module in bench/pytorch/gpt_bench.py.
+Case mha_case(const Shape& s) {
+  return {"mha/" + shape_str(s), [s] {
+    auto mha = std::make_shared<xgrad::nn::MultiHeadAttention>(s[2], s[2], s[1], 0.0, s[3]);
+    Tensor x = leaf({s[0], s[1], s[2]}), g = xgrad::randn({s[0], s[1], s[2]});
+    return std::function<void()>([mha, x, g]() mutable {
+      mha->zero_grad();
+      x.set_grad(Tensor());
+      (*mha)(x).backward(g);
+    });
+  }};
+}
+
 // Per-op overhead: a 4-element add with grad mode off, recording a node (graph dropped),
 // and forward + backward.
 std::vector<Case> overhead_cases() {
@@ -172,6 +187,8 @@ std::vector<Case> all_cases() {
   for (const Shape& lin : {Shape{8, 128, 128, 512}, Shape{2, 8, 8, 32}}) {
     cases.push_back(linear_case(lin));
   }
+  cases.push_back(mha_case({8, 256, 384, 6}));  // issue 3's size: the `medium` GPT's attention
+  cases.push_back(mha_case({2, 8, 16, 2}));
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
   return cases;
 }

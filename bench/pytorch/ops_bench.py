@@ -15,6 +15,7 @@ Run it with /usr/bin/python3: that is the interpreter Debian's python3-torch ins
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -103,6 +104,22 @@ def linear_case(s):
     return "linear/" + shape_str(s), setup
 
 
+def mha_case(s):
+    """Raschka's MultiHeadAttention (bench/pytorch/gpt_bench.py), dropout 0; s = (B, T, d, heads)."""
+    def setup():
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from gpt_bench import MultiHeadAttention
+        mha = MultiHeadAttention(s[2], s[2], s[1], 0.0, s[3])
+        x, g = leaf((s[0], s[1], s[2])), torch.randn(s[0], s[1], s[2])
+
+        def step():
+            mha.zero_grad(set_to_none=True)
+            x.grad = None
+            mha(x).backward(g)
+        return step
+    return "mha/" + shape_str(s), setup
+
+
 def overhead_cases():
     s = (4,)
 
@@ -141,6 +158,7 @@ def all_cases():
         cases += [transpose_case(bhtd), bmm_qk_case(bhtd), bmm_av_case(bhtd)]
     for lin in [(8, 128, 128, 512), (2, 8, 8, 32)]:
         cases.append(linear_case(lin))
+    cases += [mha_case((8, 256, 384, 6)), mha_case((2, 8, 16, 2))]
     return cases + overhead_cases()
 
 

@@ -7,9 +7,5 @@
 #include "xgrad/ops.h"
 #include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
-#if __has_include("xgrad/nn.h")
 #include "xgrad/nn.h"
-#endif
-#if __has_include("xgrad/optim.h")
 #include "xgrad/optim.h"
-#endif
