@@ -4,6 +4,9 @@
 #   scripts/deps.sh           compiler, CMake, OpenBLAS, GoogleTest, Google Benchmark, ...
 #   scripts/deps.sh --torch   also python3-torch (fixture regeneration and benchmarks against
 #                             PyTorch only; the C++ build and tests never need it)
+#   scripts/deps.sh --train   also what scripts/train.sh uses: gnuplot-nox (the loss-curve PNG)
+#                             and npm (scripts/get_corpus.sh), the latter only when no npm is on
+#                             PATH (the machine's own Node.js may bring one)
 #
 # Idempotent: asks dpkg-query which packages are missing and runs `apt-get update` plus one
 # `apt-get install` only when something is. Uses sudo when not root. XGRAD_SKIP_DEPS=1 skips
@@ -16,6 +19,10 @@ packages=(libxtensor-dev libxtensor-blas-dev libopenblas-dev libspdlog-dev libgt
 for arg in "$@"; do
   case "$arg" in
     --torch) packages+=(python3-torch) ;;
+    --train)
+      packages+=(gnuplot-nox)
+      command -v npm >/dev/null 2>&1 || packages+=(npm)
+      ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "deps.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac

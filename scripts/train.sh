@@ -20,7 +20,7 @@ build_dir=${XGRAD_BUILD_DIR:-build}
 seconds=${XGRAD_TRAIN_SECONDS:-240}
 checkpoints=checkpoints/tiny
 
-if [[ "${XGRAD_SKIP_DEPS:-0}" != 1 ]]; then "$root/scripts/deps.sh"; fi
+if [[ "${XGRAD_SKIP_DEPS:-0}" != 1 ]]; then "$root/scripts/deps.sh" --train; fi
 echo "==> configure ($build_dir, Release)"
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 echo "==> build train_lm"

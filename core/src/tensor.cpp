@@ -52,6 +52,7 @@ class BlockCache {
     return nullptr;
   }
   void give(void* p, std::size_t capacity) {
+    (void)capacity;  // unused under ASan
 #ifndef __SANITIZE_ADDRESS__
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + capacity <= kLimit) {

@@ -3,7 +3,6 @@
 // Gradients by finite differences are in gradcheck_rows_reduce.cpp.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -221,15 +220,18 @@ TEST(Reduce, BackwardOfSumIsABroadcastOfDout) {
     for (int c = 0; c < 6; ++c) EXPECT_EQ(g[r * 6 + c], r + 1.0f);
 }
 
-// Not a benchmark: a guard that the bias-gradient sum stays a plain fast loop (about 0.3 ms
-// for 2M floats here; fails only if it gets ~20x slower).
-TEST(Reduce, LeadingDimSumIsFast) {
+// The bias-gradient sum (B*T, C) -> (C) must stay a plain loop over the rows, not a permute +
+// contiguous copy of its 8 MB input: it allocates little beyond its output. (A wall-clock
+// limit here was flaky on a shared machine; its speed is measured in bench/.)
+TEST(Reduce, LeadingDimSumCopiesNothing) {
   Tensor x = randn({8 * 1024, 256});
+  const int64_t before = memory_stats().current_bytes;
+  reset_peak_memory_stats();
   Tensor r = x.sum({0});
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10; ++i) r = x.sum({0});
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 10;
-  EXPECT_LT(ms, 6.0) << "sum over leading dims of (8192, 256) took " << ms << " ms";
+  EXPECT_LE(memory_stats().peak_bytes - before, 64 * 1024)
+      << "sum over the leading dim of (8192, 256) allocated "
+      << memory_stats().peak_bytes - before << " bytes";
+  EXPECT_EQ(r.shape(), (Shape{256}));
 }
 
 // ---------------------------------------------------------------- errors

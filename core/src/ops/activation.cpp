@@ -44,12 +44,6 @@ Tensor contig(const Tensor& t) {
   return c;
 }
 
-void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype())
-    fail(op, "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
-         dtype_name(b.dtype()), " tensor of shape ", b.shape());
-}
-
 // A tensor seen as (outer, C, inner) around dim d.
 struct Rows {
   int64_t outer = 1, C = 1, inner = 1;
