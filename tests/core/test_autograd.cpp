@@ -236,3 +236,23 @@ TEST(Autograd, LongChainsDoNotOverflowTheStack) {
 
 }  // namespace
 }  // namespace xgrad
+
+namespace xgrad {
+namespace {
+// to(dtype) between float types is differentiable (ToCopyBackward0): the gradient comes back
+// converted to the input's dtype. Exact values: a float32 round trip is too coarse for finite
+// differences, so this is checked analytically rather than in the gradcheck table.
+TEST(Autograd, ToDtypeCarriesTheGradientBackConverted) {
+  Tensor x = tensor({1.5, -2.0, 0.25}).requires_grad_();  // float32 leaf
+  Tensor w = tensor({0.1, 3.0, -7.0}, kFloat64);
+  Tensor y = x.to(kFloat64);
+  EXPECT_EQ(y.grad_fn_name(), "ToCopyBackward0");
+  (y * w).sum().backward();
+  ASSERT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0.1f, 3.0f, -7.0f}));
+  EXPECT_FALSE(tensor({1, 2}).to(kFloat32).requires_grad());  // int64 -> float: a new leaf
+  Tensor same = x.to(kFloat32);
+  EXPECT_EQ(same.unsafe_impl(), x.unsafe_impl());  // no-op conversion returns the tensor itself
+}
+}  // namespace
+}  // namespace xgrad
