@@ -386,13 +386,13 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   if (other.dtype() != dtype())
     fail("add_", "dtype mismatch: ", dtype_name(dtype()), " tensor of shape ", shape(), " and ",
          dtype_name(other.dtype()), " tensor of shape ", other.shape());
-  kernels::broadcast_strides(other, shape());
+  // throws naming both shapes when other cannot broadcast to this one
+  const std::array<Shape, 2> st{strides(), kernels::broadcast_strides(other, shape())};
   kernels::dispatch_float(dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     const T a = static_cast<T>(alpha);
     T* po = data_ptr<T>();
     const T* pb = other.data_ptr<T>();
-    std::array<Shape, 2> st{strides(), kernels::broadcast_strides(other, shape())};
     kernels::for_each_row<2>(shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
                                               const std::array<int64_t, 2>& in) {
       T* o = po + off[0];
