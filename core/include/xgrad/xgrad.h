@@ -7,5 +7,6 @@
 #include "xgrad/ops.h"
 #include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
+#include "xgrad/parallel.h"
 #include "xgrad/nn.h"
 #include "xgrad/optim.h"
