@@ -16,6 +16,7 @@
 // std::log/cos/sin there instead and differs from us (and from itself) in the last bit.
 #include "xgrad/random.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -51,6 +52,9 @@ inline double uniform_real_double(uint64_t val, double from, double to) {
              (1.0 / static_cast<double>(uint64_t{1} << 53));
   return std::fma(x, to - from, from);
 }
+
+// Two consecutive 32-bit draws as torch's random64(): the first one is the high word.
+inline uint64_t join64(uint32_t hi, uint32_t lo) { return (static_cast<uint64_t>(hi) << 32) | lo; }
 
 // ---------------------------------------------------------------------------------------
 // Scalar transcriptions of the AVX2 log/sincos that torch's float normal_ uses for n >= 16.
@@ -308,30 +312,59 @@ void Generator::seed_engine(uint64_t seed) {
   next_float_normal_.reset();
 }
 
-// reference: mt19937_engine::next_state
+// reference: mt19937_engine::next_state. Written as branch-free loops over independent
+// words so that the compiler vectorises them: in the first loop every read is ahead of the
+// write; in the second, s[k + kM - kN] was written kN - kM = 227 words earlier.
 void Generator::twist() {
-  auto mix = [](uint32_t u, uint32_t v) {
-    const uint32_t m = (u & 0x80000000u) | (v & 0x7fffffffu);
-    return (m >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
-  };
+  constexpr uint32_t kUpper = 0x80000000u, kLower = 0x7fffffffu, kMatrixA = 0x9908b0dfu;
   uint32_t* s = engine_.state.data();
   engine_.left = kN;
   engine_.next = 0;
-  int k = 0;
-  for (; k < kN - kM; ++k) s[k] = s[k + kM] ^ mix(s[k], s[k + 1]);
-  for (; k < kN - 1; ++k) s[k] = s[k + kM - kN] ^ mix(s[k], s[k + 1]);
-  s[kN - 1] = s[kM - 1] ^ mix(s[kN - 1], s[0]);
+  for (int k = 0; k < kN - kM; ++k) {
+    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
+    s[k] = s[k + kM] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
+  }
+  for (int k = kN - kM; k < kN - 1; ++k) {
+    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
+    s[k] = s[k + kM - kN] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
+  }
+  const uint32_t y = (s[kN - 1] & kUpper) | (s[0] & kLower);
+  s[kN - 1] = s[kM - 1] ^ (y >> 1) ^ ((0u - (s[0] & 1u)) & kMatrixA);
 }
 
-// reference: mt19937_engine::operator()
-uint32_t Generator::draw32() {
-  if (--engine_.left == 0) twist();
-  uint32_t y = engine_.state[engine_.next++];
+namespace {
+inline uint32_t temper(uint32_t y) {
   y ^= (y >> 11);
   y ^= (y << 7) & 0x9d2c5680u;
   y ^= (y << 15) & 0xefc60000u;
   y ^= (y >> 18);
   return y;
+}
+}  // namespace
+
+// n consecutive draw32() results, a whole block of state at a time. draw32() keeps
+// state[next .. next + left - 2] (left - 1 words) before its next twist; after a twist it
+// returns state[0] with left = kN, which is what left = kN + 1, next = 0 gives here.
+void Generator::draw_block(uint32_t* out, int64_t n) {
+  while (n > 0) {
+    if (engine_.left == 1) {
+      twist();
+      engine_.left = kN + 1;
+    }
+    const int64_t take = std::min<int64_t>(n, engine_.left - 1);
+    const uint32_t* s = engine_.state.data() + engine_.next;
+    for (int64_t i = 0; i < take; ++i) out[i] = temper(s[i]);
+    engine_.next += static_cast<uint32_t>(take);
+    engine_.left -= static_cast<int>(take);
+    out += take;
+    n -= take;
+  }
+}
+
+// reference: mt19937_engine::operator()
+uint32_t Generator::draw32() {
+  if (--engine_.left == 0) twist();
+  return temper(engine_.state[engine_.next++]);
 }
 
 // reference: aten/src/ATen/CPUGeneratorImpl.cpp, CPUGeneratorImpl::random64 and
@@ -409,7 +442,12 @@ void Generator::uniform(float* out, int64_t n, double from, double to) {
   check_uniform_range<float>(from, to);
   const float f = static_cast<float>(from), t = static_cast<float>(to);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t i = 0; i < n; ++i) out[i] = uniform_real_float(draw32(), f, t);
+  uint32_t words[kBlockDraws];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws) {
+    const int64_t c = std::min<int64_t>(kBlockDraws, n - i0);
+    draw_block(words, c);
+    for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(words[i], f, t);
+  }
 }
 
 // Same kernel for double: one 64-bit draw (two mt19937 words) per element.
@@ -417,7 +455,13 @@ void Generator::uniform(double* out, int64_t n, double from, double to) {
   check_fill("uniform_", out, n);
   check_uniform_range<double>(from, to);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t i = 0; i < n; ++i) out[i] = uniform_real_double(draw64(), from, to);
+  uint32_t words[kBlockDraws];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
+    const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
+    draw_block(words, 2 * c);
+    for (int64_t i = 0; i < c; ++i)
+      out[i0 + i] = uniform_real_double(join64(words[2 * i], words[2 * i + 1]), from, to);
+  }
 }
 
 // reference: aten/src/ATen/native/cpu/DistributionTemplates.h, normal_kernel:
@@ -431,7 +475,12 @@ void Generator::normal(float* out, int64_t n, double mean, double stdv) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (n >= 16) {
     const float m = static_cast<float>(mean), s = static_cast<float>(stdv);
-    for (int64_t i = 0; i < n; ++i) out[i] = uniform_real_float(draw32(), 0.0f, 1.0f);
+    uint32_t words[kBlockDraws];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws) {
+      const int64_t c = std::min<int64_t>(kBlockDraws, n - i0);
+      draw_block(words, c);
+      for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(words[i], 0.0f, 1.0f);
+    }
     for (int64_t i = 0; i + 16 <= n; i += 16) normal_fill_16_avx2(out + i, m, s);
     if (n % 16 != 0) {
       float* tail = out + n - 16;
@@ -452,7 +501,13 @@ void Generator::normal(double* out, int64_t n, double mean, double stdv) {
   if (!(stdv >= 0.0)) fail("normal_", "expects std >= 0.0, but found std ", stdv);
   std::lock_guard<std::mutex> lock(mutex_);
   if (n >= 16) {
-    for (int64_t i = 0; i < n; ++i) out[i] = uniform_real_double(draw64(), 0.0, 1.0);
+    uint32_t words[kBlockDraws];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
+      const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
+      draw_block(words, 2 * c);
+      for (int64_t i = 0; i < c; ++i)
+        out[i0 + i] = uniform_real_double(join64(words[2 * i], words[2 * i + 1]), 0.0, 1.0);
+    }
     for (int64_t i = 0; i + 16 <= n; i += 16) normal_fill_16(out + i, mean, stdv);
     if (n % 16 != 0) {
       double* tail = out + n - 16;
@@ -467,23 +522,40 @@ void Generator::normal(double* out, int64_t n, double mean, double stdv) {
 // reference: aten/src/ATen/native/cpu/DistributionKernels.cpp, bernoulli_scalar_kernel
 // (the !AT_MKL_ENABLED() branch, which is what Debian's MKL-less torch runs) ->
 // DistributionTemplates.h, bernoulli_kernel(self, double p): per element
-// bernoulli_distribution<double>, i.e. one 53-bit uniform u and the value (u < p).
+// bernoulli_distribution<double>, i.e. one 53-bit uniform u (two draws, see draw64) and the
+// value (u < p). u = x * 2^-53 exactly for the 53-bit integer x, so u < p is x < ceil(p * 2^53):
+// an integer compare, which is what the loop below does on whole blocks of draws.
+template <class T>
+void Generator::bernoulli_fill(T* out, int64_t n, double p) {
+  const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));
+  constexpr uint64_t kMask53 = (uint64_t{1} << 53) - 1;
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint32_t words[kBlockDraws];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
+    const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
+    draw_block(words, 2 * c);
+    T* o = out + i0;
+    for (int64_t i = 0; i < c; ++i)
+      o[i] = static_cast<T>((join64(words[2 * i], words[2 * i + 1]) & kMask53) < threshold);
+  }
+}
+
 void Generator::bernoulli(float* out, int64_t n, double p) {
   check_fill("bernoulli_", out, n);
   if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "expects p to be in [0, 1], but got p=", p);
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = uniform_real_double(draw64(), 0.0, 1.0) < p ? 1.0f : 0.0f;
-  }
+  bernoulli_fill(out, n, p);
 }
 
 void Generator::bernoulli(double* out, int64_t n, double p) {
   check_fill("bernoulli_", out, n);
   if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "expects p to be in [0, 1], but got p=", p);
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = uniform_real_double(draw64(), 0.0, 1.0) < p ? 1.0 : 0.0;
-  }
+  bernoulli_fill(out, n, p);
+}
+
+void Generator::bernoulli(bool* out, int64_t n, double p) {
+  check_fill("bernoulli_", out, n);
+  if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "expects p to be in [0, 1], but got p=", p);
+  bernoulli_fill(out, n, p);
 }
 
 // reference: aten/src/ATen/native/cpu/DistributionTemplates.h, random_from_to_kernel with

@@ -348,6 +348,39 @@ TEST(Random, BernoulliEdgeProbabilities) {
   for (float x : v) ASSERT_EQ(x, 1.0f);
 }
 
+// The bulk fills take whole blocks of mt19937 state at a time; they must give the same
+// values as one scalar draw per element, from any position in the state (just before, at and
+// after a twist) and across several twists.
+TEST(Random, BulkFillsMatchScalarDrawsAtEveryOffset) {
+  for (int offset : {0, 1, 2, 311, 622, 623, 624, 625, 1000, 1247, 1248}) {
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{513}, int64_t{1500}}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + ", n " + std::to_string(n));
+      Generator bulk(99), ref(99);
+      for (int i = 0; i < offset; ++i) {
+        bulk.random();
+        ref.random();
+      }
+      const double p = 0.3;
+      const uint64_t threshold = static_cast<uint64_t>(std::ceil(p * 9007199254740992.0));
+      std::vector<float> bf(n);
+      std::vector<char> bb(n);
+      std::vector<double> bd(n);
+      std::vector<float> uf(n);
+      bulk.bernoulli(bf.data(), n, p);
+      bulk.bernoulli(reinterpret_cast<bool*>(bb.data()), n, p);
+      bulk.bernoulli(bd.data(), n, p);
+      bulk.uniform(uf.data(), n, 0, 1);
+      auto keep = [&] { return (ref.random64() & ((uint64_t{1} << 53) - 1)) < threshold; };
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bf[i], keep() ? 1.0f : 0.0f) << "float, i " << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bb[i] != 0, keep()) << "bool, i " << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bd[i], keep() ? 1.0 : 0.0) << "double, i " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(uf[i], static_cast<float>(ref.random() & 0xffffffu) / 16777216.0f) << "uniform, i " << i;
+      EXPECT_EQ(bulk.get_state(), ref.get_state());
+    }
+  }
+}
+
 // ---- state -------------------------------------------------------------------------------
 
 std::vector<uint8_t> bytes_of(const std::string& name) { return fx(name).bytes; }

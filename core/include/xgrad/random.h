@@ -47,6 +47,7 @@ class Generator {
   void normal(double* out, int64_t n, double mean, double std);
   void bernoulli(float* out, int64_t n, double p);               // bernoulli_(p): 1 w.p. p
   void bernoulli(double* out, int64_t n, double p);
+  void bernoulli(bool* out, int64_t n, double p);                // the same draws as a mask
   void random_int(int64_t* out, int64_t n, int64_t low, int64_t high);  // randint: [low, high)
 
   // Full state (mt19937 words, position, seed, cached normal samples) in torch's layout;
@@ -71,6 +72,10 @@ class Generator {
   void twist();
   uint32_t draw32();
   uint64_t draw64();
+  void draw_block(uint32_t* out, int64_t n);  // n draw32() results, a state block at a time
+  template <class T>
+  void bernoulli_fill(T* out, int64_t n, double p);
+  static constexpr int64_t kBlockDraws = 1024;  // words per block in the bulk fills
   double normal_sample();  // one at::normal_distribution<double> draw, mean 0 std 1
 
   Engine engine_;

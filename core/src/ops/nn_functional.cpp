@@ -14,6 +14,7 @@
 #include "ops/vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
 namespace xgrad {
@@ -37,6 +38,18 @@ void check_same_dtype(const char* op, const char* what, const Tensor& a, const T
 }  // namespace
 
 // ---------------------------------------------------------------- dropout
+namespace {
+constexpr int64_t kDropoutGrain = 32768;  // elements per thread, at least
+
+// out = x * noise, with noise = mask ? scale : 0 spelled mask * scale: branch-free, so the
+// loop vectorises, and bit-identical to multiplying by torch's float noise tensor.
+template <class T>
+void apply_mask(const T* __restrict x, const bool* __restrict mask, T scale, T* __restrict out,
+                int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
+}
+}  // namespace
+
 // reference: torch aten/src/ATen/native/Dropout.cpp, _dropout_impl (what CPU tensors run):
 //   noise = empty_like(input, contiguous).bernoulli_(1 - p); noise.div_(1 - p); input * noise
 // so the mask is torch's stream for a contiguous tensor of input's shape, whatever its layout.
@@ -53,30 +66,34 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
       grads.add(0, zeros(dout.shape(), dout.dtype()));
     });
   }
-  Tensor noise = empty(a.shape(), a.dtype());
-  noise.bernoulli_(1.0 - p, gen);  // 1 = keep, with probability 1 - p
+  // The keep mask as bytes: the same draws as torch's float noise tensor, a quarter of the
+  // memory; noise = mask / (1 - p) is applied as mask ? scale : 0 (what noise holds).
+  Tensor mask = empty(a.shape(), kBool);
+  (gen ? *gen : default_generator()).bernoulli(mask.data_ptr<bool>(), mask.numel(), 1.0 - p);
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     const T scale = T(1) / static_cast<T>(1.0 - p);  // noise.div_(1 - p), as torch rounds it
-    T* pn = noise.data_ptr<T>();
+    const bool* pm = mask.data_ptr<bool>();
     const T* px = x.data_ptr<T>();
     T* po = out.data_ptr<T>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
-      pn[i] = pn[i] * scale;
-      po[i] = px[i] * pn[i];
-    }
+    parallel_for(0, out.numel(), kDropoutGrain, [=](int64_t begin, int64_t end) {
+      apply_mask(px + begin, pm + begin, scale, po + begin, end - begin);
+    });
   });
-  return record("MulBackward0", out, {a}, [noise](const Tensor& dout, Grads& grads) {
+  return record("MulBackward0", out, {a}, [mask, p](const Tensor& dout, Grads& grads) {
     // in the forward pass out = x * noise (noise = mask / (1 - p)), so dx = dout * noise
     const Tensor dy = contig(dout);
-    Tensor dx = empty(noise.shape(), noise.dtype());
-    kernels::dispatch_float(noise.dtype(), "dropout_backward", [&](auto tag) {
+    Tensor dx = empty(mask.shape(), dy.dtype());
+    kernels::dispatch_float(dy.dtype(), "dropout_backward", [&](auto tag) {
       using T = decltype(tag);
-      const T* pn = noise.data_ptr<T>();
+      const T scale = T(1) / static_cast<T>(1.0 - p);
+      const bool* pm = mask.data_ptr<bool>();
       const T* pd = dy.data_ptr<T>();
       T* px = dx.data_ptr<T>();
-      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = pd[i] * pn[i];
+      parallel_for(0, dx.numel(), kDropoutGrain, [=](int64_t begin, int64_t end) {
+        apply_mask(pd + begin, pm + begin, scale, px + begin, end - begin);
+      });
     });
     grads.add(0, dx);
   });
