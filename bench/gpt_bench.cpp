@@ -225,15 +225,10 @@ Tensor profiled_attention(xgrad::nn::MultiHeadAttention& att, const Tensor& x, P
   Tensor keys = heads(timed(p, "linear", [&] { return (*att.W_key)(x); }));
   Tensor queries = heads(timed(p, "linear", [&] { return (*att.W_query)(x); }));
   Tensor values = heads(timed(p, "linear", [&] { return (*att.W_value)(x); }));
-  Tensor scores = timed(p, "matmul (attention)",                           // (b, H, T, T)
-                        [&] { return matmul(queries, keys.transpose(2, 3)); });
-  timed(p, "masked_fill", [&] {
-    return scores.masked_fill_(att.mask.slice(0, 0, T).slice(1, 0, T), -INFINITY);
+  const double use_dropout = att.dropout->is_training() ? att.dropout->p : 0.0;
+  Tensor context = timed(p, "scaled_dot_product_attention", [&] {            // (b, H, T, D)
+    return scaled_dot_product_attention(queries, keys, values, use_dropout, /*is_causal=*/true);
   });
-  Tensor scaled = timed(p, "div (scale)", [&] { return scores / std::sqrt(double(D)); });
-  Tensor weights = timed(p, "softmax", [&] { return softmax(scaled, -1); });
-  weights = timed(p, "dropout", [&] { return (*att.dropout)(weights); });
-  Tensor context = timed(p, "matmul (attention)", [&] { return matmul(weights, values); });
   context = timed(p, "transpose+contiguous",                               // (b, T, d)
                   [&] { return context.transpose(1, 2).contiguous().view({b, T, att.d_out}); });
   return timed(p, "linear", [&] { return (*att.out_proj)(context); });

@@ -120,6 +120,31 @@ def mha_case(s):
     return "mha/" + shape_str(s), setup
 
 
+def sdpa_case(s, fused):
+    """Causal attention of (B, H, T, D) transpose(1, 2) views of (B, T, H, D) leaves, dropout 0.
+    torch 1.13 has no F.scaled_dot_product_attention: both names run the composed chain."""
+    def setup():
+        B, H, T, D = s
+        q, k, v = leaf((B, T, H, D)), leaf((B, T, H, D)), leaf((B, T, H, D))
+        g = torch.randn(B, T, H, D)
+        mask = torch.triu(torch.ones(T, T), diagonal=1).bool()
+        sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+
+        def step():
+            q.grad = k.grad = v.grad = None
+            qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            if fused and sdpa is not None:
+                ctx = sdpa(qh, kh, vh, dropout_p=0.0, is_causal=True)
+            else:
+                scores = qh @ kh.transpose(2, 3)
+                scores.masked_fill_(mask, -torch.inf)
+                w = torch.nn.functional.dropout(torch.softmax(scores / D ** 0.5, dim=-1), 0.0)
+                ctx = w @ vh
+            ctx.transpose(1, 2).contiguous().backward(g)
+        return step
+    return ("sdpa/" if fused else "sdpa_composed/") + shape_str(s), setup
+
+
 def overhead_cases():
     s = (4,)
 
@@ -159,6 +184,8 @@ def all_cases():
     for lin in [(8, 128, 128, 512), (2, 8, 8, 32)]:
         cases.append(linear_case(lin))
     cases += [mha_case((8, 256, 384, 6)), mha_case((2, 8, 16, 2))]
+    for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
+        cases += [sdpa_case(bhtd, True), sdpa_case(bhtd, False)]
     return cases + overhead_cases()
 
 

@@ -1,6 +1,8 @@
 // nn/src/attention.cpp: SelfAttention, CausalAttention, MultiHeadAttentionWrapper,
 // MultiHeadAttention and MHLinear. Each forward mirrors the notebook code it comes from
 // (comments give the shapes); the backward is the tape's, through the ops used.
+// MultiHeadAttention runs the fused scaled_dot_product_attention (core/src/ops/attention.cpp)
+// where the others spell out matmul / masked_fill / softmax / dropout / matmul.
 #include "xgrad/nn/attention.h"
 
 #include <cmath>
@@ -115,19 +117,25 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   check_tokens("MultiHeadAttention", x, W_query->in_features, context_length);
   auto [b, num_tokens, d_in] = x.shape3();
-  Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim})      // (b, T, H, D)
-                    .transpose(1, 2);                                       // (b, H, T, D)
-  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim})   // (b, T, H, D)
+                       .transpose(1, 2);                                    // (b, H, T, D)
+  Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
   Tensor values = W_value(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
 
-  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));               // (b, H, T, T)
-  attn_scores.masked_fill_(mask.slice(0, 0, num_tokens).slice(1, 0, num_tokens), -INFINITY);
-  Tensor attn_weights = softmax(attn_scores / std::sqrt(double(head_dim)), -1);
-  attn_weights = dropout(attn_weights);
-
-  Tensor context_vec = matmul(attn_weights, values).transpose(1, 2)         // (b, T, H, D)
-                           .contiguous().view({b, num_tokens, d_out});      // (b, T, d_out)
-  return out_proj(context_vec);                                          // (b, T, d_out)
+  // Raschka's MHAPyTorchScaledDotProduct: one fused op for the composed
+  //   attn_scores = queries @ keys.transpose(2, 3)
+  //   attn_scores.masked_fill_(mask[:T, :T], -inf)
+  //   attn_weights = dropout(softmax(attn_scores / sqrt(head_dim), -1))
+  //   context_vec = attn_weights @ values
+  // with the same numbers (up to float rounding) and, in training, the same dropout draws
+  // from the same (default) generator as the Dropout module. The `mask` buffer stays
+  // registered for state_dict compatibility with torch; is_causal is the same triangle.
+  const double use_dropout = dropout->is_training() ? dropout->p : 0.0;
+  Tensor context_vec = scaled_dot_product_attention(queries, keys, values, use_dropout,
+                                                    /*is_causal=*/true);   // (b, H, T, D)
+  context_vec = context_vec.transpose(1, 2)                                 // (b, T, H, D)
+                    .contiguous().view({b, num_tokens, d_out});             // (b, T, d_out)
+  return out_proj(context_vec);                                             // (b, T, d_out)
 }
 
 // ------------------------------------------------------------------ MHLinear

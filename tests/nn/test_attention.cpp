@@ -1,9 +1,11 @@
 // tests/nn/test_attention.cpp: the attention family against torch (tests/fixtures/
 // gen_attention.py builds Raschka's classes after manual_seed(123)): same initial weights,
 // same outputs, same gradients; the wrapper and MHLinear equal MultiHeadAttention once the
-// weights are copied over; gradchecks in double precision; printing; bad input.
+// weights are copied over; its fused forward equals the composed one it replaced (same
+// weights, same dropout draws); gradchecks in double precision; printing; bad input.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -198,6 +200,51 @@ TEST(Attention, NamesBuffersAndPrinting) {
   EXPECT_EQ(to_string(mha), reprs["mha"]);
   MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, 2);
   EXPECT_EQ(to_string(wrapper), reprs["wrapper"]);
+}
+
+// MultiHeadAttention's forward before scaled_dot_product_attention, op for op, on mha's own
+// weights, mask buffer and Dropout module (the default generator).
+Tensor composed_mha_forward(MultiHeadAttention& mha, const Tensor& x) {
+  auto [b, T, d_in] = x.shape3();
+  const int64_t H = mha.num_heads, D = mha.head_dim;
+  Tensor keys = mha.W_key(x).view({b, T, H, D}).transpose(1, 2);          // (b, H, T, D)
+  Tensor queries = mha.W_query(x).view({b, T, H, D}).transpose(1, 2);
+  Tensor values = mha.W_value(x).view({b, T, H, D}).transpose(1, 2);
+  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));               // (b, H, T, T)
+  attn_scores.masked_fill_(mha.mask.slice(0, 0, T).slice(1, 0, T), -INFINITY);
+  Tensor attn_weights = softmax(attn_scores / std::sqrt(double(D)), -1);
+  attn_weights = mha.dropout(attn_weights);
+  Tensor context_vec = matmul(attn_weights, values).transpose(1, 2).contiguous().view({b, T, mha.d_out});
+  return mha.out_proj(context_vec);                                         // (b, T, d_out)
+}
+
+TEST(Attention, FusedForwardEqualsTheComposedOne) {
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "train" : "eval");
+    manual_seed(21);
+    MultiHeadAttention mha(12, 12, 40, 0.3, 3, true);
+    training ? mha.train() : mha.eval();
+    Tensor x = randn({3, 33, 12}).requires_grad_();
+    Tensor g = randn({3, 33, 12});
+    std::vector<Tensor> fused_grads;
+    manual_seed(5);
+    Tensor fused = mha(x);
+    fused.backward(g);
+    const uint64_t after_fused = default_generator().random();
+    fused_grads.push_back(x.grad());
+    for (auto& p : mha.parameters()) fused_grads.push_back(p.grad());
+    mha.zero_grad();
+    x.set_grad(Tensor());
+    manual_seed(5);
+    Tensor composed = composed_mha_forward(mha, x);
+    composed.backward(g);
+    EXPECT_EQ(after_fused, default_generator().random()) << "a different number of draws";
+    expect_close(fused, composed, 1e-5, 1e-6, "out");
+    expect_close(fused_grads[0], x.grad(), 1e-5, 1e-6, "x.grad");
+    std::size_t i = 1;
+    for (auto& [name, p] : mha.named_parameters())
+      expect_close(fused_grads[i++], p.grad(), 1e-4, 1e-5, name + ".grad");
+  }
 }
 
 TEST(Attention, BadInputThrowsClearErrors) {

@@ -1,8 +1,8 @@
 // xgrad/ops.h: every op, as free functions named like torch's.
 //
 // One source file per family under core/src/ops/ (creation, elementwise, reduce, shape,
-// linalg, activation, nn_functional); each op's backward closure sits right under its
-// forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims may be negative.
+// linalg, activation, attention, nn_functional); each op's backward closure sits right under
+// its forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims may be negative.
 // Adding an op: declare it here, implement forward + backward in its family's file, add a
 // row to the gradcheck table (tests/core/gradcheck_rows_<family>.cpp).
 #pragma once
@@ -226,6 +226,31 @@ Tensor relu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 // approximate: "none" (erf) or "tanh" (GPT-2's).
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+
+// =====================================================================  attention.cpp
+// F.scaled_dot_product_attention (PyTorch 2.x): query (..., L, E), key (..., S, E), value
+// (..., S, Ev) -> (..., L, Ev), with the same batch dims on all three. Computes, fused,
+//   w = softmax(query @ key^T * scale [+ causal -inf above the diagonal], -1)   (..., L, S)
+//   out = dropout(w, dropout_p, true, gen) @ value
+// scale defaults to 1/sqrt(E); is_causal masks key j > query i (top-left aligned, as torch's
+// tril(ones(L, S))). The dropout mask is exactly dropout()'s: one bernoulli draw over a
+// contiguous (..., L, S) tensor, so a Generator with the same seed gives the composed chain's
+// numbers. The result is a (B, H, L, Ev) view of a (B, L, H, Ev) buffer when there are two or
+// more batch dims (so out.transpose(1, 2).contiguous() copies nothing), contiguous otherwise.
+// Inputs need a unit-stride last dim to be read in place (the MHA's transpose(1, 2) views
+// are); others are copied once.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
+namespace detail {
+// The same op with its causal row-block size given (the public one uses 32): tests shrink it
+// so that small inputs span several blocks.
+Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key,
+                                            const Tensor& value, double dropout_p, bool is_causal,
+                                            std::optional<double> scale, Generator* gen,
+                                            int64_t block);
+}  // namespace detail
 
 // =====================================================================  nn_functional.cpp
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when

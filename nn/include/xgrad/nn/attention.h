@@ -5,7 +5,9 @@
 // - MultiHeadAttentionWrapper: a ModuleList of CausalAttention heads, outputs concatenated on
 //                              the last dim: d_out per head, num_heads * d_out in all
 // - MultiHeadAttention:        one projection each for Q, K, V, split into heads with view +
-//                              transpose, out_proj (seed 000, Raschka ch. 3)
+//                              transpose, out_proj (seed 000, Raschka ch. 3); the attention
+//                              itself is one scaled_dot_product_attention call, as in
+//                              Raschka's MHAPyTorchScaledDotProduct
 // - MHLinear:                  seed 004's fused multi-head projection, weight (d_in, n_heads,
 //                              d_k), one GEMM for all heads
 // Every forward reads line for line like the notebook code; the causal mask is a registered

@@ -1,0 +1,240 @@
+// tests/core/test_attention.cpp: scaled_dot_product_attention against the composed ops it
+// stands for (matmul, masked_fill, softmax, dropout, matmul) -- forward and all three input
+// gradients, float32 and float64, with and without dropout from the same seed, at the GPT
+// bench shapes -- against torch (tests/fixtures/sdpa.txt, from gen_sdpa.py), its memory
+// layouts (no copies around it in the MHA) and its errors. Gradients vs finite differences
+// are rows in gradcheck_rows_attention.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fixture_reader.h"
+#include "xgrad/xgrad.h"
+
+namespace xgrad::testing {
+
+namespace {
+
+// The chain nn::MultiHeadAttention used to run, for any L, S (causal: key j > query i masked).
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double p,
+                          bool causal, Generator* gen) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor scores = matmul(q, k.transpose(-2, -1));                        // (..., L, S)
+  if (causal) scores = masked_fill(scores, triu(ones({L, S}), 1).to(kBool), -INFINITY);
+  Tensor w = softmax(scores * (1.0 / std::sqrt(double(q.size(-1)))), -1);
+  w = dropout(w, p, true, gen);
+  return matmul(w, v);                                                   // (..., L, Ev)
+}
+
+struct Case {
+  Shape q, k, v;  // (B, H, L, E), (B, H, S, E), (B, H, S, Ev)
+  bool causal;
+  bool mha_views;  // pass (B, T, H, D) leaves transposed, as the MHA does
+};
+
+// Runs both with the same seed and upstream gradient; compares out and q/k/v grads.
+void expect_equivalent(const Case& c, DType dt, double p, double rtol, double atol,
+                       int64_t block = 64) {
+  SCOPED_TRACE(::testing::Message() << "q " << shape_str(c.q) << " k " << shape_str(c.k) << " v "
+                                    << shape_str(c.v) << " causal " << c.causal << " "
+                                    << dtype_name(dt) << " p " << p << " block " << block);
+  Generator init(2024);
+  auto leaf = [&](const Shape& s) {
+    Shape st = s;
+    if (c.mha_views) std::swap(st[1], st[2]);
+    return randn(st, &init, dt).requires_grad_();
+  };
+  Tensor q = leaf(c.q), k = leaf(c.k), v = leaf(c.v);
+  auto view = [&](const Tensor& t) { return c.mha_views ? t.transpose(1, 2) : t; };
+  Shape out_shape = c.q;
+  out_shape.back() = c.v.back();
+  Tensor g = randn(out_shape, &init, dt);
+
+  Generator g1(77), g2(77);
+  Tensor fused = detail::scaled_dot_product_attention_blocked(view(q), view(k), view(v), p,
+                                                              c.causal, std::nullopt, &g1, block);
+  fused.backward(g);
+  Tensor dq = q.grad(), dk = k.grad(), dv = v.grad();
+  q.set_grad(Tensor());
+  k.set_grad(Tensor());
+  v.set_grad(Tensor());
+  Tensor composed = composed_attention(view(q), view(k), view(v), p, c.causal, &g2);
+  composed.backward(g);
+  EXPECT_EQ(g1.random(), g2.random()) << "the two drew a different number of values";
+  expect_close(fused, composed, rtol, atol, "out");
+  expect_close(dq, q.grad(), rtol, atol, "dq");
+  expect_close(dk, k.grad(), rtol, atol, "dk");
+  expect_close(dv, v.grad(), rtol, atol, "dv");
+}
+
+std::vector<Case> cases() {
+  return {
+      {{2, 4, 64, 16}, {2, 4, 64, 16}, {2, 4, 64, 16}, true, true},     // tiny GPT (B 32)
+      {{2, 4, 128, 32}, {2, 4, 128, 32}, {2, 4, 128, 32}, true, true},  // small GPT (B 16)
+      {{1, 6, 256, 64}, {1, 6, 256, 64}, {1, 6, 256, 64}, true, true},  // medium GPT (B 8)
+      {{2, 2, 130, 8}, {2, 2, 130, 8}, {2, 2, 130, 8}, true, false},    // 3 blocks, ragged end
+      {{2, 3, 37, 8}, {2, 3, 50, 8}, {2, 3, 50, 5}, false, false},      // L != S
+      {{2, 3, 50, 8}, {2, 3, 37, 8}, {2, 3, 37, 5}, true, false},       // causal, L > S
+      {{1, 2, 37, 8}, {1, 2, 150, 8}, {1, 2, 150, 6}, true, false},     // causal, L < S
+  };
+}
+
+}  // namespace
+
+TEST(ScaledDotProductAttention, EqualsComposedOpsFloat32) {
+  for (const Case& c : cases()) expect_equivalent(c, kFloat32, 0.0, 1e-4, 2e-5);
+}
+
+TEST(ScaledDotProductAttention, EqualsComposedOpsFloat64) {
+  for (const Case& c : cases()) expect_equivalent(c, kFloat64, 0.0, 1e-10, 1e-12);
+}
+
+TEST(ScaledDotProductAttention, DropoutEqualsComposedWithTheSameSeed) {
+  for (const Case& c : cases()) {
+    expect_equivalent(c, kFloat32, 0.1, 1e-4, 2e-5);
+    expect_equivalent(c, kFloat64, 0.3, 1e-10, 1e-12);
+  }
+  expect_equivalent(cases()[0], kFloat32, 1.0, 0, 0);  // everything dropped, nothing drawn
+}
+
+TEST(ScaledDotProductAttention, SmallBlocksEqualComposedOps) {
+  for (const Case& c : cases()) {
+    expect_equivalent(c, kFloat64, 0.2, 1e-10, 1e-12, 16);
+    expect_equivalent(c, kFloat64, 0.0, 1e-10, 1e-12, 7);
+  }
+}
+
+TEST(ScaledDotProductAttention, OnlyTheInputsThatRequireGradGetOne) {
+  Generator init(3);
+  Tensor q = randn({2, 2, 9, 4}, &init, kFloat64), k = randn({2, 2, 9, 4}, &init, kFloat64);
+  Tensor v = randn({2, 2, 9, 3}, &init, kFloat64).requires_grad_();
+  Tensor g = randn({2, 2, 9, 3}, &init, kFloat64);
+  Generator g1(5), g2(5);
+  detail::scaled_dot_product_attention_blocked(q, k, v, 0.4, true, std::nullopt, &g1, 4).backward(g);
+  Tensor dv = v.grad();
+  v.set_grad(Tensor());
+  composed_attention(q, k, v, 0.4, true, &g2).backward(g);
+  EXPECT_FALSE(q.grad().defined());
+  expect_close(dv, v.grad(), 1e-10, 1e-12, "dv");
+
+  k.requires_grad_();  // k only (q and v are read, v saved)
+  v.requires_grad_(false);
+  scaled_dot_product_attention(q, k, v, 0.0, true).backward(g);
+  Tensor dk = k.grad();
+  k.set_grad(Tensor());
+  composed_attention(q, k, v, 0.0, true, nullptr).backward(g);
+  expect_close(dk, k.grad(), 1e-10, 1e-12, "dk");
+}
+
+TEST(ScaledDotProductAttention, NoGradModeAndDefaultScale) {
+  Generator init(4);
+  Tensor q = randn({3, 6, 5}, &init), k = randn({3, 7, 5}, &init), v = randn({3, 7, 2}, &init);
+  Tensor a, b;
+  {
+    NoGradGuard ng;
+    a = scaled_dot_product_attention(q, k, v);
+  }
+  b = scaled_dot_product_attention(q, k, v, 0.0, false, 1.0 / std::sqrt(5.0));
+  expect_close(a, b, 0, 0, "scale = 1/sqrt(E) by default");
+  expect_close(a, composed_attention(q, k, v, 0.0, false, nullptr), 1e-5, 1e-6, "3-D");
+  Tensor c = scaled_dot_product_attention(q, k, v, 0.0, false, 0.25);
+  Tensor d = matmul(softmax(matmul(q, k.transpose(1, 2)) * 0.25, -1), v);
+  expect_close(c, d, 1e-5, 1e-6, "explicit scale");
+}
+
+// The output is a (B, H, L, Ev) view of a (B, L, H, Ev) buffer, so the MHA's
+// transpose(1, 2).contiguous() copies nothing; the q/k/v gradients of transpose(1, 2) views
+// come back contiguous in (B, T, H, D).
+TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
+  Generator init(6);
+  Tensor x = randn({2, 7, 3, 4}, &init).requires_grad_();  // (B, T, H, D)
+  Tensor qkv = x.transpose(1, 2);                           // (B, H, T, D)
+  Tensor out = scaled_dot_product_attention(qkv, qkv, qkv, 0.0, true);
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 7, 4}));
+  EXPECT_FALSE(out.is_contiguous());
+  Tensor ctx = out.transpose(1, 2);
+  EXPECT_TRUE(ctx.is_contiguous());
+  Tensor same = ctx.contiguous();
+  EXPECT_EQ(same.raw_data_ptr(), ctx.raw_data_ptr()) << "contiguous() copied";
+  EXPECT_EQ(same.view({2, 7, 12}).raw_data_ptr(), ctx.raw_data_ptr());
+
+  // the gradient reaching the (B, H, T, D) view is laid out (B, T, H, D), like the view
+  // (a probe op records the strides of the gradient it receives)
+  Tensor xq = randn({2, 7, 3, 4}, &init).requires_grad_();
+  Tensor qv = xq.transpose(1, 2);
+  Shape seen;
+  Tensor probed = record("ProbeBackward", qv.detach(), {qv},
+                         [&seen](const Tensor& dout, Grads& grads) {
+                           seen = dout.strides();
+                           grads.add(0, dout);
+                         });
+  scaled_dot_product_attention(probed, qkv.detach(), qkv.detach(), 0.0, true)
+      .backward(randn({2, 3, 7, 4}, &init));
+  EXPECT_EQ(seen, qv.strides());
+  EXPECT_TRUE(xq.grad().is_contiguous());
+  // 3-D and 2-D inputs give a contiguous result
+  EXPECT_TRUE(scaled_dot_product_attention(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4}))
+                  .is_contiguous());
+}
+
+TEST(ScaledDotProductAttention, EmptySequences) {
+  Tensor q = randn({2, 3, 4}).requires_grad_(), k = randn({2, 0, 4}).requires_grad_();
+  Tensor v = randn({2, 0, 5}).requires_grad_();
+  Tensor out = scaled_dot_product_attention(q, k, v);  // softmax over no keys: zeros, as torch
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 5}));
+  expect_close(out, zeros({2, 3, 5}), 0, 0, "out");
+  out.sum().backward();
+  expect_close(q.grad(), zeros({2, 3, 4}), 0, 0, "dq");
+  Tensor none = scaled_dot_product_attention(randn({2, 0, 4}), randn({2, 3, 4}), randn({2, 3, 5}));
+  EXPECT_EQ(none.shape(), (Shape{2, 0, 5}));
+}
+
+TEST(ScaledDotProductAttention, MatchesTorch) {
+  static Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/sdpa.txt");
+  for (const char* name : {"causal_f32", "causal_f64", "noncausal_f32", "causal_dropout_f32"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    Tensor q = fx.get(n + ".q").clone().requires_grad_();
+    Tensor k = fx.get(n + ".k").clone().requires_grad_();
+    Tensor v = fx.get(n + ".v").clone().requires_grad_();
+    const double p = fx.get(n + ".p").item();
+    const bool causal = fx.get(n + ".is_causal").item() != 0.0;
+    Generator gen(static_cast<uint64_t>(fx.get(n + ".seed").item()));  // torch.manual_seed
+    Tensor out = scaled_dot_product_attention(q, k, v, p, causal, std::nullopt, &gen);
+    (out * fx.get(n + ".loss_weights")).sum().backward();
+    const bool f64 = q.dtype() == kFloat64;
+    const double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-12 : 1e-6;
+    expect_close(out, fx.get(n + ".out"), rtol, atol, n + ".out");
+    expect_close(q.grad(), fx.get(n + ".q.grad"), rtol, atol, n + ".q.grad");
+    expect_close(k.grad(), fx.get(n + ".k.grad"), rtol, atol, n + ".k.grad");
+    expect_close(v.grad(), fx.get(n + ".v.grad"), rtol, atol, n + ".v.grad");
+  }
+}
+
+TEST(ScaledDotProductAttention, ClearErrors) {
+  auto expect_error = [](auto&& fn, const std::string& part) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error; expected one mentioning '" << part << "'";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("scaled_dot_product_attention"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(part), std::string::npos) << msg;
+    }
+  };
+  Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 6, 4}), v = randn({2, 3, 6, 2});
+  expect_error([&] { scaled_dot_product_attention(q, randn({2, 3, 6, 3}), v); }, "[2, 3, 6, 3]");
+  expect_error([&] { scaled_dot_product_attention(q, k, randn({2, 3, 7, 2})); }, "[2, 3, 7, 2]");
+  expect_error([&] { scaled_dot_product_attention(q, randn({2, 4, 6, 4}), randn({2, 4, 6, 2})); },
+               "batch dims");
+  expect_error([&] { scaled_dot_product_attention(q, k.view({6, 6, 4}), v); }, "[6, 6, 4]");
+  expect_error([&] { scaled_dot_product_attention(randn({4}), randn({4}), randn({4})); }, "[4]");
+  expect_error([&] { scaled_dot_product_attention(q, k.to(kFloat64), v); }, "float64");
+  expect_error([&] { scaled_dot_product_attention(q.to(kInt64), k.to(kInt64), v.to(kInt64)); },
+               "int64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, 1.5); }, "1.5");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, -0.1); }, "-0.1");
+  expect_error([&] { scaled_dot_product_attention(q, k, Tensor()); }, "undefined");
+}
+
+}  // namespace xgrad::testing
