@@ -151,13 +151,12 @@ void drop_row(const T* __restrict w, const bool* __restrict keep, T* __restrict 
 }
 
 // ---- forward of one (L, S) attention matrix: out (L, Ev) = drop(softmax(q k^T * scale)) @ v.
-// w: (L, S) buffer (ld S) receiving the softmax output; noise: dropout()'s bernoulli draws
-// for this matrix (null without dropout; all-zero keep when p == 1 is given as noise == null
-// and keep set); keep: (L, S) byte mask written from noise; wd: (L, S) scratch.
+// w: (L, S) buffer (ld S) receiving the softmax output; keep: dropout()'s (L, S) byte mask for
+// this matrix (null without dropout); wd: (L, S) scratch for the dropped weights.
 template <class T>
 void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_t ldk,
-                    const T* v, int64_t ldv, T* out, int64_t ldo, T* w, const T* noise,
-                    bool* keep, T* wd) {
+                    const T* v, int64_t ldv, T* out, int64_t ldo, T* w, const bool* keep,
+                    T* wd) {
   const int64_t S = P.S;
   const T scale = static_cast<T>(P.scale), ks = P.keep_scale<T>();
   for (int64_t r0 = 0; r0 < P.L; r0 += P.block) {
@@ -179,14 +178,7 @@ void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_
       }
       if (ne < ce) std::fill(row + ne, row + ce, T(0));
       if (!P.dropout) continue;
-      bool* kr = keep + i * S;
-      if (noise) {
-        const T* __restrict nr = noise + i * S;
-        for (int64_t j = 0; j < ce; ++j) kr[j] = nr[j] != T(0);
-      } else {
-        std::fill(kr, kr + ce, false);  // p == 1: everything dropped, nothing drawn
-      }
-      drop_row(row, kr, wd + i * S, n, ce, ks);
+      drop_row(row, keep + i * S, wd + i * S, n, ce, ks);
     }
     // out[r0:r1] = W'[r0:r1, 0:ce] @ v[0:ce]   (W' = dropped weights when training)
     const T* a = P.dropout ? wd : w;
@@ -311,21 +303,19 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     out = empty(out_shape, dt);
   }
   const bool need_grad = GradMode::is_enabled() && any_requires_grad({query, key, value});
-  // dropout()'s draws: bernoulli(1 - p) over a contiguous (..., L, S) tensor, in one call;
-  // p == 1 draws nothing (dropout() multiplies by zeros then)
-  Tensor noise;
-  if (P.dropout && dropout_p < 1.0) {
-    Shape ns = batch;
-    ns.push_back(P.L);
-    ns.push_back(P.S);
-    noise = empty(ns, dt);
-    noise.bernoulli_(1.0 - dropout_p, gen);
-  }
+  // dropout()'s draws: bernoulli(1 - p) over a contiguous (..., L, S) tensor, in one call,
+  // straight into the byte mask; p == 1 draws nothing (dropout() multiplies by zeros then)
   Shape ws = batch;
   ws.push_back(P.L);
   ws.push_back(P.S);
+  Tensor keep = P.dropout ? empty(ws, kBool) : Tensor();                    // bytes
+  if (P.dropout) {
+    if (dropout_p < 1.0)
+      (gen ? *gen : default_generator()).bernoulli(keep.data_ptr<bool>(), keep.numel(), 1.0 - dropout_p);
+    else
+      std::memset(keep.raw_data_ptr(), 0, static_cast<std::size_t>(keep.numel()));
+  }
   Tensor weights = need_grad ? empty(ws, dt) : Tensor();                    // W (..., L, S)
-  Tensor keep = need_grad && P.dropout ? empty(ws, kBool) : Tensor();       // bytes
 
   const auto oq = batch_offsets(q), ok = batch_offsets(k), ov = batch_offsets(v),
              oo = batch_offsets(out);
@@ -337,18 +327,16 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     const T* pk = k.data_ptr<T>();
     const T* pv = v.data_ptr<T>();
     T* po = out.data_ptr<T>();
-    const T* pn = noise.defined() ? noise.data_ptr<T>() : nullptr;
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
     bool* pkeep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
     parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
       auto w_buf = scratch<T>(pw ? 0 : LS);
       auto wd_buf = scratch<T>(P.dropout ? LS : 0);
-      auto keep_buf = std::unique_ptr<bool[]>(P.dropout && !pkeep ? new bool[LS] : nullptr);
       for (int64_t b = b0; b < b1; ++b) {
         const std::size_t i = static_cast<std::size_t>(b);
         forward_matrix<T>(P, pq + oq[i], ldq, pk + ok[i], ldk, pv + ov[i], ldv, po + oo[i], ldo,
-                          pw ? pw + b * LS : w_buf.get(), pn ? pn + b * LS : nullptr,
-                          pkeep ? pkeep + b * LS : keep_buf.get(), wd_buf.get());
+                          pw ? pw + b * LS : w_buf.get(), pkeep ? pkeep + b * LS : nullptr,
+                          wd_buf.get());
       }
     });
   });
