@@ -5,7 +5,8 @@
 //   build/bench/gpt_bench --config tiny --threads 1                 training steps
 //   build/bench/gpt_bench --config small --mode forward             forward only (no grad, eval)
 //   build/bench/gpt_bench --config small --profile                  time per op family
-//   build/bench/gpt_bench --sgemm-peak --threads 2                  1024^3 cblas_sgemm GFLOP/s
+//   build/bench/gpt_bench --sgemm-peak --threads 2                  1024^3 sgemm GFLOP/s (xgrad's
+//                                                                    gemm and OpenBLAS threaded)
 //
 // One training step = forward, cross-entropy over all positions, backward, AdamW (lr 3e-4,
 // weight decay 0.1), zero_grad; on random token batches made before timing. --warmup steps
@@ -36,10 +37,12 @@
 #include "xgrad/nn/gpt.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
+#include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
 // OpenBLAS's thread setter (<cblas.h> above is OpenBLAS's and declares it too; this file
-// does not include xtensor-blas).
+// does not include xtensor-blas). Only the sgemm probe uses it: --threads N is
+// xgrad::set_num_threads(N), which keeps OpenBLAS on one thread.
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
@@ -146,26 +149,39 @@ Options parse(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------- sgemm peak probe
+// gflops_*: a 1024^3 float32 matmul through xgrad (xgrad::matmul -> blas::gemm, split over
+// xgrad's N threads, each a one-thread OpenBLAS call): the peak xgrad's GEMMs get, which MFU
+// is relative to. openblas_*: the same product as one cblas_sgemm with OpenBLAS's own N
+// threads (what xgrad used before it owned the threads), for comparison.
 int sgemm_peak(int threads) {
   const int n = 1024;
   std::vector<float> a(n * n), b(n * n), c(n * n);
   xgrad::Generator gen(0);
   gen.uniform(a.data(), n * n, -1, 1);
   gen.uniform(b.data(), n * n, -1, 1);
-  auto run = [&] {
+  auto measure = [&](auto&& run) {
+    for (int i = 0; i < 3; ++i) run();
+    std::vector<double> gflops;
+    for (int i = 0; i < 15; ++i) {
+      auto t0 = Clock::now();
+      run();
+      gflops.push_back(2.0 * n * n * n / seconds_since(t0) / 1e9);
+    }
+    return std::make_pair(*std::max_element(gflops.begin(), gflops.end()), median(gflops));
+  };
+  xgrad::NoGradGuard no_grad;
+  const Tensor ta = xgrad::randn({n, n}), tb = xgrad::randn({n, n});
+  const auto xg = measure([&] { Tensor out = xgrad::matmul(ta, tb); });
+  openblas_set_num_threads(threads);  // OpenBLAS's own threads, for this probe only
+  const auto ob = measure([&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
                 n, 0.0f, c.data(), n);
-  };
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<double> gflops;
-  for (int i = 0; i < 15; ++i) {
-    auto t0 = Clock::now();
-    run();
-    gflops.push_back(2.0 * n * n * n / seconds_since(t0) / 1e9);
-  }
-  std::printf("{\"impl\": \"sgemm\", \"n\": %d, \"threads\": %d, \"gflops_best\": %.2f, "
-              "\"gflops_median\": %.2f}\n",
-              n, threads, *std::max_element(gflops.begin(), gflops.end()), median(gflops));
+  });
+  xgrad::set_num_threads(threads);  // back to xgrad's setting (OpenBLAS on one thread)
+  std::printf("{\"impl\": \"sgemm\", \"via\": \"xgrad\", \"n\": %d, \"threads\": %d, "
+              "\"gflops_best\": %.2f, \"gflops_median\": %.2f, \"openblas_gflops_best\": %.2f, "
+              "\"openblas_gflops_median\": %.2f}\n",
+              n, threads, xg.first, xg.second, ob.first, ob.second);
   return 0;
 }
 
@@ -437,7 +453,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  openblas_set_num_threads(o.threads);
+  xgrad::set_num_threads(o.threads);  // xgrad's pool; OpenBLAS stays on one thread
   try {
     return o.sgemm_peak ? sgemm_peak(o.threads) : run(o);
   } catch (const std::exception& e) {

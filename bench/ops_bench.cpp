@@ -4,7 +4,8 @@
 // scripts/bench.sh --ops runs both and prints them side by side.
 //
 //   build/bench/ops_bench                       all cases (Google Benchmark flags work too)
-//   build/bench/ops_bench --threads=2           OpenBLAS threads (else OPENBLAS_NUM_THREADS)
+//   build/bench/ops_bench --threads=2           xgrad::set_num_threads (else XGRAD_NUM_THREADS,
+//                                               OMP_NUM_THREADS, or the core count)
 //   build/bench/ops_bench --benchmark_filter=softmax
 //
 // Every case is named "<op>/<shape>" and measures one iteration of: forward, then backward
@@ -25,10 +26,9 @@
 #include "xgrad/autograd.h"
 #include "xgrad/nn.h"
 #include "xgrad/ops.h"
+#include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
-// OpenBLAS's own setter (this file does not include <cblas.h> or xtensor-blas).
-extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      openblas_set_num_threads(std::atoi(argv[i] + 10));
+      xgrad::set_num_threads(std::atoi(argv[i] + 10));  // OpenBLAS stays on one thread
       continue;
     }
     args.push_back(argv[i]);

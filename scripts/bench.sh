@@ -18,11 +18,12 @@
 #
 # How it measures: every measurement is its own process (so each peak RSS is its own), xgrad
 # and PyTorch alternate (same config, same thread count, back to back), and the sgemm peak
-# that MFU is relative to is measured in the same run. Threads: xgrad uses OpenBLAS threads
-# (gpt_bench --threads N). PyTorch at 1 thread: torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1.
-# At 2 threads PyTorch gets its best of three modes: torch 2 / OpenBLAS 1, torch 1 /
-# OpenBLAS 2, both 2 with OMP_WAIT_POLICY=PASSIVE; a short probe of each picks the mode for
-# the full run. Numbers depend on what else runs on the machine: compare ratios, not runs.
+# that MFU is relative to is measured in the same run. Threads: xgrad uses its own pool
+# (gpt_bench --threads N; OpenBLAS pinned to one thread, GEMMs split by xgrad). PyTorch at
+# 1 thread: torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1. At 2 threads PyTorch gets its
+# best of three modes: torch 2 / OpenBLAS 1, torch 1 / OpenBLAS 2, both 2 with
+# OMP_WAIT_POLICY=PASSIVE; a short probe of each picks the mode for the full run. Numbers
+# depend on what else runs on the machine: compare ratios, not runs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

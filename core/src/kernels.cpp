@@ -1,4 +1,5 @@
-// core/src/kernels.cpp: broadcasting rules and the strided, converting copy.
+// core/src/kernels.cpp: broadcasting rules and the strided, converting copy (split over
+// xgrad's threads for large tensors).
 #include "kernels.h"
 
 namespace xgrad::kernels {
@@ -43,7 +44,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
       using S = decltype(stag);
       D* pd = static_cast<D*>(dst.raw_data_ptr());
       const S* ps = static_cast<const S*>(src.raw_data_ptr());
-      for_each_row<2>(dst.shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
+      parallel_for_each_row<2>(dst.shape(), st, kGrain, [&](const std::array<int64_t, 2>& off, int64_t n,
                                            const std::array<int64_t, 2>& in) {
         D* o = pd + off[0];
         const S* x = ps + off[1];

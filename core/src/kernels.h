@@ -2,15 +2,20 @@
 //
 // - dispatch_float / dispatch_all: call a generic lambda with a value of the element type.
 // - for_each_row: walk N strided operands of one shape row by row, innermost dim last, after
-//   merging dims that are contiguous in every operand (so a contiguous tensor is one row).
+//   merging dims that are contiguous in every operand (so a contiguous tensor is one row);
+//   parallel_for_each_row splits the same walk over the thread pool by element ranges.
+// - parallel_elems / parallel_rows: split a flat or a row loop over xgrad's pool
+//   (xgrad/parallel.h) above a grain size, so small tensors stay serial with no overhead.
 // - broadcast_shapes / broadcast_strides: NumPy broadcasting (stride 0 on expanded dims).
 // - copy_into: dst[...] = src[...] for any layouts, broadcasting src, converting dtype.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "xgrad/parallel.h"
 #include "xgrad/tensor.h"
 
 namespace xgrad::kernels {
@@ -40,52 +45,174 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Strides of `t` seen as a tensor of shape `target` (t's shape must broadcast to it).
 Shape broadcast_strides(const Tensor& t, const Shape& target);
 
-// Calls body(offsets, len, inner) once per innermost row: offsets[k] is operand k's element
-// offset of the row start, inner[k] its stride along the row.
-template <std::size_t N, class Body>
-void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, Body&& body) {
-  // merge dims: drop size-1 dims, fuse d with d+1 when contiguous for every operand
+// The dims of N operands of one shape after merging (size-1 dims dropped, d fused with d+1
+// when contiguous for every operand). nd == 0: one element; empty: no elements.
+template <std::size_t N>
+struct RowGeometry {
   int64_t nd = 0;
-  std::array<std::array<int64_t, 16>, N> st{};
+  bool empty = false;
   std::array<int64_t, 16> sz{};
+  std::array<std::array<int64_t, 16>, N> st{};
+  int64_t numel() const {
+    int64_t n = empty ? 0 : 1;
+    for (int64_t d = 0; d < nd; ++d) n *= sz[d];
+    return n;
+  }
+};
+
+template <std::size_t N>
+RowGeometry<N> merge_dims(const Shape& shape, const std::array<Shape, N>& strides) {
+  RowGeometry<N> g;
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (rank > 16) fail("for_each_row", "tensors of more than 16 dims are not supported");
   for (int64_t d = 0; d < rank; ++d) {
-    if (shape[d] == 0) return;
+    if (shape[d] == 0) {
+      g.empty = true;
+      return g;
+    }
     if (shape[d] == 1) continue;
-    bool fuse = nd > 0;
+    bool fuse = g.nd > 0;
     for (std::size_t k = 0; k < N && fuse; ++k)
-      fuse = st[k][nd - 1] == strides[k][d] * shape[d];
+      fuse = g.st[k][g.nd - 1] == strides[k][d] * shape[d];
     if (fuse) {
-      sz[nd - 1] *= shape[d];
-      for (std::size_t k = 0; k < N; ++k) st[k][nd - 1] = strides[k][d];
+      g.sz[g.nd - 1] *= shape[d];
+      for (std::size_t k = 0; k < N; ++k) g.st[k][g.nd - 1] = strides[k][d];
     } else {
-      sz[nd] = shape[d];
-      for (std::size_t k = 0; k < N; ++k) st[k][nd] = strides[k][d];
-      ++nd;
+      g.sz[g.nd] = shape[d];
+      for (std::size_t k = 0; k < N; ++k) g.st[k][g.nd] = strides[k][d];
+      ++g.nd;
     }
   }
+  return g;
+}
+
+// Calls body(offsets, len, inner) for the elements [lo, hi) (row-major order of the merged
+// dims) in row pieces: offsets[k] is operand k's element offset of the piece's start, inner[k]
+// its stride along the row. A piece is a whole row except where lo / hi cut one. The
+// geometry is copied to locals so the row loop keeps it in registers whatever body writes.
+template <std::size_t N, class Body>
+void walk_rows(const RowGeometry<N>& geo, int64_t lo, int64_t hi, Body& body) {
   std::array<int64_t, N> off{};
   std::array<int64_t, N> inner{};
-  if (nd == 0) {  // a single element
+  if (geo.empty || lo >= hi) return;
+  if (geo.nd == 0) {  // a single element
     body(off, int64_t{1}, inner);
     return;
   }
-  for (std::size_t k = 0; k < N; ++k) inner[k] = st[k][nd - 1];
-  const int64_t len = sz[nd - 1];
+  if (geo.nd == 1) {  // one row (e.g. contiguous operands): no index bookkeeping
+    for (std::size_t k = 0; k < N; ++k) {
+      inner[k] = geo.st[k][0];
+      off[k] = lo * inner[k];
+    }
+    body(off, hi - lo, inner);
+    return;
+  }
+  const int64_t nd = geo.nd, last = nd - 1;
+  const std::array<int64_t, 16> sz = geo.sz;
+  const std::array<std::array<int64_t, 16>, N> st = geo.st;
+  const int64_t len = sz[last];
+  for (std::size_t k = 0; k < N; ++k) inner[k] = st[k][last];
   std::array<int64_t, 16> idx{};
-  while (true) {
-    body(off, len, inner);
-    int64_t d = nd - 2;
-    for (; d >= 0; --d) {
+  int64_t col = 0;
+  if (lo != 0) {  // the row and column of lo (a whole-tensor walk skips the divisions)
+    col = lo % len;
+    for (int64_t d = last - 1, rem = lo / len; d >= 0; --d) {
+      idx[d] = rem % sz[d];
+      rem /= sz[d];
+      for (std::size_t k = 0; k < N; ++k) off[k] += idx[d] * st[k][d];
+    }
+  }
+  auto next_row = [&] {
+    for (int64_t d = last - 1; d >= 0; --d) {
       ++idx[d];
       for (std::size_t k = 0; k < N; ++k) off[k] += st[k][d];
-      if (idx[d] < sz[d]) break;
+      if (idx[d] < sz[d]) return;
       for (std::size_t k = 0; k < N; ++k) off[k] -= st[k][d] * sz[d];
       idx[d] = 0;
     }
-    if (d < 0) return;
+  };
+  if (col != 0) {  // the tail of a row cut by lo
+    std::array<int64_t, N> o = off;
+    for (std::size_t k = 0; k < N; ++k) o[k] += col * inner[k];
+    const int64_t n = std::min(len - col, hi - lo);
+    body(o, n, inner);
+    lo += n;
+    if (lo >= hi) return;
+    next_row();
   }
+  const int64_t span = hi - lo;
+  const int64_t rows = span == len ? 1 : span / len, tail = span == len ? 0 : span % len;
+  for (int64_t r = 0; r < rows; ++r) {  // whole rows (stepping past the last one is harmless)
+    body(off, len, inner);
+    next_row();
+  }
+  if (tail != 0) body(off, tail, inner);  // a row cut by hi
+}
+
+// Calls body(offsets, len, inner) once per innermost row, serially, in order: offsets[k] is
+// operand k's element offset of the row start, inner[k] its stride along the row.
+template <std::size_t N, class Body>
+void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, Body&& body) {
+  const RowGeometry<N> g = merge_dims<N>(shape, strides);
+  walk_rows<N>(g, 0, std::max<int64_t>(g.numel(), 1), body);
+}
+
+// Elements per chunk below which a memory-bound loop stays on one thread (a tensor needs
+// 2 * kGrain elements to split at all), and the same for loops doing transcendental math.
+constexpr int64_t kGrain = 32768;
+constexpr int64_t kGrainMath = 8192;
+// Chunk boundaries of parallel_elems fall on multiples of this many elements, so SIMD loops
+// split over threads take the same batch / scalar-tail path per element as one serial loop.
+constexpr int64_t kAlign = 64;
+
+// Whether a loop over `elems` elements with this grain would run on more than one thread.
+inline bool would_split(int64_t elems, int64_t grain) {
+  return elems >= 2 * grain && get_num_threads() > 1 && !in_parallel_region();
+}
+
+// fn(lo, hi) over chunks covering [0, n), in parallel (xgrad/parallel.h) when n >= 2 * grain;
+// every boundary but n is a multiple of kAlign. Small n: one direct call, no pool overhead.
+template <class F>
+void parallel_elems(int64_t n, int64_t grain, F&& fn) {
+  if (n < 2 * grain || get_num_threads() == 1 || in_parallel_region()) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  const int64_t blocks = (n + kAlign - 1) / kAlign;
+  parallel_for(0, blocks, std::max<int64_t>(grain / kAlign, 1), [&](int64_t b0, int64_t b1) {
+    fn(b0 * kAlign, std::min(b1 * kAlign, n));
+  });
+}
+
+// fn(r0, r1) over row ranges covering [0, rows), in parallel when the rows hold at least
+// 2 * grain elements (row_len elements each). Each row is handled whole by one thread, so
+// per-row results do not depend on the thread count.
+template <class F>
+void parallel_rows(int64_t rows, int64_t row_len, int64_t grain, F&& fn) {
+  const int64_t per_chunk = std::max<int64_t>(1, (grain + std::max<int64_t>(row_len, 1) - 1) /
+                                                     std::max<int64_t>(row_len, 1));
+  if (rows < 2 * per_chunk || get_num_threads() == 1 || in_parallel_region()) {
+    if (rows > 0) fn(int64_t{0}, rows);
+    return;
+  }
+  parallel_for(0, rows, per_chunk, [&](int64_t r0, int64_t r1) { fn(r0, r1); });
+}
+
+// for_each_row split over threads by element ranges (chunks of at least `grain` elements);
+// bodies must be elementwise (no state carried from one row to the next). Operand 0 is the
+// output: if it has a broadcast (stride-0) dim, elements share memory and the loop is serial.
+template <std::size_t N, class Body>
+void parallel_for_each_row(const Shape& shape, const std::array<Shape, N>& strides, int64_t grain,
+                           Body&& body) {
+  const RowGeometry<N> g = merge_dims<N>(shape, strides);
+  bool shared_out = false;
+  for (int64_t d = 0; d < g.nd; ++d) shared_out = shared_out || g.st[0][d] == 0;
+  const int64_t n = std::max<int64_t>(g.numel(), 1);
+  if (shared_out || g.nd == 0) {
+    walk_rows<N>(g, 0, n, body);
+    return;
+  }
+  parallel_elems(n, grain, [&](int64_t lo, int64_t hi) { walk_rows<N>(g, lo, hi, body); });
 }
 
 // dst = src (src broadcast to dst's shape, converted to dst's dtype). No autograd record,
@@ -98,14 +225,15 @@ void map_unary(const Tensor& a, const Tensor& out, F&& f) {
   const T* pa = a.data_ptr<T>();
   U* po = out.data_ptr<U>();
   std::array<Shape, 2> st{out.strides(), a.strides()};
-  for_each_row<2>(a.shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
+  parallel_for_each_row<2>(a.shape(), st, kGrain, [&](const std::array<int64_t, 2>& off, int64_t n,
                                      const std::array<int64_t, 2>& in) {
+    const auto fn = f;  // a local copy: the output stores cannot alias its captures
     U* o = po + off[0];
     const T* x = pa + off[1];
     if (in[0] == 1 && in[1] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
     } else {
-      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = f(x[i * in[1]]);
+      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]]);
     }
   });
 }
@@ -118,18 +246,19 @@ void map_binary(const Tensor& a, const Tensor& b, const Tensor& out, F&& f) {
   U* po = out.data_ptr<U>();
   std::array<Shape, 3> st{out.strides(), broadcast_strides(a, out.shape()),
                           broadcast_strides(b, out.shape())};
-  for_each_row<3>(out.shape(), st, [&](const std::array<int64_t, 3>& off, int64_t n,
+  parallel_for_each_row<3>(out.shape(), st, kGrain, [&](const std::array<int64_t, 3>& off, int64_t n,
                                        const std::array<int64_t, 3>& in) {
+    const auto fn = f;  // a local copy: the output stores cannot alias its captures
     U* o = po + off[0];
     const T* x = pa + off[1];
     const T* y = pb + off[2];
     if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
     } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
       const T yv = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
     } else {
-      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = f(x[i * in[1]], y[i * in[2]]);
+      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]], y[i * in[2]]);
     }
   });
 }

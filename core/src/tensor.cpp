@@ -393,14 +393,16 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     const T a = static_cast<T>(alpha);
     T* po = data_ptr<T>();
     const T* pb = other.data_ptr<T>();
-    kernels::for_each_row<2>(shape(), st, [&](const std::array<int64_t, 2>& off, int64_t n,
-                                              const std::array<int64_t, 2>& in) {
+    kernels::parallel_for_each_row<2>(shape(), st, kernels::kGrain,
+                                      [&](const std::array<int64_t, 2>& off, int64_t n,
+                                          const std::array<int64_t, 2>& in) {
       T* o = po + off[0];
       const T* x = pb + off[1];
+      const T alpha_t = a;  // a local copy: the stores to o cannot alias it
       if (in[0] == 1 && in[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] += a * x[i];
+        for (int64_t i = 0; i < n; ++i) o[i] += alpha_t * x[i];
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * in[0]] += a * x[i * in[1]];
+        for (int64_t i = 0; i < n; ++i) o[i * in[0]] += alpha_t * x[i * in[1]];
       }
     });
   });

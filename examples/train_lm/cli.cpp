@@ -41,7 +41,7 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--eval-iters", f.eval_iters, "batches per loss estimate")->capture_default_str();
   t.add_option("--seed", f.seed, "random seed (init, batches, dropout, samples)")
       ->capture_default_str();
-  t.add_option("--threads", f.threads, "BLAS threads; 0 = default")->capture_default_str();
+  t.add_option("--threads", f.threads, "threads (xgrad::set_num_threads); 0 = default")->capture_default_str();
   t.add_option("--checkpoint-dir", f.checkpoint_dir, "where checkpoints go")->capture_default_str();
   t.add_flag("--resume", f.resume, "continue from the latest checkpoint in --checkpoint-dir");
   t.add_option("--keep-checkpoints", f.keep_checkpoints, "step directories to keep")
@@ -67,7 +67,7 @@ void add_generate_flags(CLI::App& g, GenerateOptions& o) {
   g.add_option("--top-k", o.top_k, "sample from the k most likely characters; 0 = all")
       ->capture_default_str();
   g.add_option("--seed", o.seed, "random seed")->capture_default_str();
-  g.add_option("--threads", o.threads, "BLAS threads; 0 = default")->capture_default_str();
+  g.add_option("--threads", o.threads, "threads (xgrad::set_num_threads); 0 = default")->capture_default_str();
 }
 
 }  // namespace

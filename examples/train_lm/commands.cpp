@@ -8,13 +8,13 @@
 
 #include "trainer.h"
 #include "xgrad/error.h"
-
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#include "xgrad/parallel.h"
 
 namespace train_lm {
 
+// xgrad's thread pool (OpenBLAS stays on one thread); 0 keeps xgrad's default.
 void set_threads(int threads) {
-  if (threads > 0 && openblas_set_num_threads) openblas_set_num_threads(threads);
+  if (threads > 0) xgrad::set_num_threads(threads);
 }
 
 namespace {

@@ -16,9 +16,12 @@
 // that reads p, g, m, v and writes p, m, v (xsimd batches + a scalar tail), with the same
 // operation order, the same fused multiply-adds and the scalars rounded to the parameter's
 // dtype as torch's CPU kernels do: the results equal torch 1.13's to the bit (see
-// adam_element), which tests/optim checks to 1e-6.
+// adam_element), which tests/optim checks to 1e-6. All parameters' updates form one flat
+// range split over xgrad's threads (run_jobs), with the same bits at any thread count.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #if __has_include(<xsimd/xsimd.hpp>)
 #include <xsimd/xsimd.hpp>
@@ -165,10 +168,50 @@ void adam_dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, bool l2, bo
   else adam_kernel<T, kDecoupled, false, false>(p, g, m, v, vmax, n, s);
 }
 
+// One parameter's share of a step: its buffers, length and scalars.
+template <class T>
+struct AdamJob {
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  T* vmax;
+  int64_t n;
+  bool l2, amsgrad;
+  AdamScalars<T> s;
+  Tensor grad;  // keeps a contiguous copy of the gradient alive
+};
+
+// Runs jobs over xgrad's threads: the parameters are laid end to end, each starting at a
+// multiple of kernels::kAlign, and the flat range is split (kernels::parallel_elems), so a
+// chunk boundary inside a parameter falls on a SIMD-batch boundary and every element sees
+// exactly the operations of the serial pass (bit-exact with torch at any thread count).
+template <class T>
+void run_jobs(const std::vector<AdamJob<T>>& jobs, bool decoupled) {
+  if (jobs.empty()) return;
+  std::vector<int64_t> start(jobs.size() + 1, 0);
+  for (std::size_t j = 0; j < jobs.size(); ++j)
+    start[j + 1] = start[j] + (jobs[j].n + kernels::kAlign - 1) / kernels::kAlign * kernels::kAlign;
+  auto run = decoupled ? adam_dispatch<T, true> : adam_dispatch<T, false>;
+  kernels::parallel_elems(start.back(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+    std::size_t j = static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+    for (; j < jobs.size() && start[j] < hi; ++j) {
+      const AdamJob<T>& jb = jobs[j];
+      const int64_t a = std::max<int64_t>(lo - start[j], 0);
+      const int64_t b = std::min<int64_t>(hi - start[j], jb.n);
+      if (a >= b) continue;
+      run(jb.p + a, jb.g + a, jb.m + a, jb.v + a, jb.vmax ? jb.vmax + a : nullptr, b - a, jb.l2,
+          jb.amsgrad, jb.s);
+    }
+  });
+}
+
 // One step of every parameter with a gradient; `decoupled` selects AdamW.
 template <class O>
 void adam_step(const std::vector<ParamGroup<O>>& groups,
                std::vector<std::vector<AdamParamState>>& state, bool decoupled) {
+  std::vector<AdamJob<float>> jobs_f;
+  std::vector<AdamJob<double>> jobs_d;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const O& o = groups[gi].options;
     for (std::size_t i = 0; i < groups[gi].params.size(); ++i) {
@@ -204,9 +247,10 @@ void adam_step(const std::vector<ParamGroup<O>>& groups,
             .eps = static_cast<T>(o.eps),
             .neg_step_size = static_cast<T>(-step_size)};
         T* vmax = o.amsgrad ? st.max_exp_avg_sq.data_ptr<T>() : nullptr;
-        auto run = decoupled ? adam_dispatch<T, true> : adam_dispatch<T, false>;
-        run(p.data_ptr<T>(), grad.data_ptr<T>(), st.exp_avg.data_ptr<T>(),
-            st.exp_avg_sq.data_ptr<T>(), vmax, p.numel(), l2, o.amsgrad, s);
+        AdamJob<T> job{p.data_ptr<T>(), grad.data_ptr<T>(), st.exp_avg.data_ptr<T>(),
+                       st.exp_avg_sq.data_ptr<T>(), vmax, p.numel(), l2, o.amsgrad, s, grad};
+        if constexpr (std::is_same_v<T, float>) jobs_f.push_back(job);
+        else jobs_d.push_back(job);
       });
       ++p.impl()->storage->version;
       ++st.exp_avg.impl()->storage->version;
@@ -214,6 +258,8 @@ void adam_step(const std::vector<ParamGroup<O>>& groups,
       if (o.amsgrad) ++st.max_exp_avg_sq.impl()->storage->version;
     }
   }
+  run_jobs(jobs_f, decoupled);
+  run_jobs(jobs_d, decoupled);
 }
 
 template <class O>

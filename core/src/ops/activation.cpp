@@ -57,12 +57,13 @@ Rows rows_around(const Shape& s, int64_t d) {
   return g;
 }
 
-// y = softmax(x) or log_softmax(x) over C, for contiguous x and y of geometry g.
+// y = softmax(x) or log_softmax(x) over C, for contiguous x and y of geometry g, outer
+// slices [o0, o1).
 template <class T, bool Log>
-void softmax_forward(const T* x, T* y, Rows g) {
+void softmax_forward(const T* x, T* y, Rows g, int64_t o0, int64_t o1) {
   const int64_t C = g.C, inner = g.inner;
   if (inner == 1) {
-    for (int64_t r = 0; r < g.outer; ++r) {
+    for (int64_t r = o0; r < o1; ++r) {
       const T* xr = x + r * C;
       T* yr = y + r * C;
       const T m = vec::max(xr, C);
@@ -78,7 +79,7 @@ void softmax_forward(const T* x, T* y, Rows g) {
     return;
   }
   std::vector<T> m(inner), s(inner);
-  for (int64_t o = 0; o < g.outer; ++o) {
+  for (int64_t o = o0; o < o1; ++o) {
     const T* xo = x + o * C * inner;
     T* yo = y + o * C * inner;
     std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
@@ -113,10 +114,10 @@ void softmax_forward(const T* x, T* y, Rows g) {
 //   softmax:     dx = y * (dy - sum_C(dy * y))
 //   log_softmax: dx = dy - exp(y) * sum_C(dy)
 template <class T, bool Log>
-void softmax_backward(const T* y, const T* dy, T* dx, Rows g) {
+void softmax_backward(const T* y, const T* dy, T* dx, Rows g, int64_t o0, int64_t o1) {
   const int64_t C = g.C, inner = g.inner;
   if (inner == 1) {
-    for (int64_t r = 0; r < g.outer; ++r) {
+    for (int64_t r = o0; r < o1; ++r) {
       const T* yr = y + r * C;
       const T* dyr = dy + r * C;
       T* dxr = dx + r * C;
@@ -131,7 +132,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, Rows g) {
     return;
   }
   std::vector<T> s(inner);
-  for (int64_t o = 0; o < g.outer; ++o) {
+  for (int64_t o = o0; o < o1; ++o) {
     const int64_t base = o * C * inner;
     std::fill(s.begin(), s.end(), T(0));
     for (int64_t c = 0; c < C; ++c) {
@@ -165,7 +166,12 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    if (out.numel() > 0) softmax_forward<T, Log>(x.data_ptr<T>(), out.data_ptr<T>(), g);
+    const T* px = x.data_ptr<T>();
+    T* py = out.data_ptr<T>();
+    if (out.numel() > 0)  // outer slices split over threads, each computed whole
+      kernels::parallel_rows(g.outer, g.C * g.inner, kernels::kGrainMath, [&](int64_t o0, int64_t o1) {
+        softmax_forward<T, Log>(px, py, g, o0, o1);
+      });
   });
   return record(node, out, {a}, [y = save(out), g](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
@@ -175,8 +181,13 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
     Tensor dx = empty(yv.shape(), yv.dtype());
     kernels::dispatch_float(yv.dtype(), "softmax_backward", [&](auto tag) {
       using T = decltype(tag);
+      const T* py = yv.data_ptr<T>();
+      const T* pdy = dy.data_ptr<T>();
+      T* pdx = dx.data_ptr<T>();
       if (dx.numel() > 0)
-        softmax_backward<T, Log>(yv.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), g);
+        kernels::parallel_rows(g.outer, g.C * g.inner, kernels::kGrainMath, [&](int64_t o0, int64_t o1) {
+          softmax_backward<T, Log>(py, pdy, pdx, g, o0, o1);
+        });
     });
     grads.add(0, dx);
   });
@@ -202,7 +213,9 @@ Tensor relu(const Tensor& a) {
     const T* px = x.data_ptr<T>();
     T* py = out.data_ptr<T>();
     // NaN stays NaN (torch's clamp_min(0) propagates it)
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) py[i] = px[i] < T(0) ? T(0) : px[i];
+    kernels::parallel_elems(out.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) py[i] = px[i] < T(0) ? T(0) : px[i];
+    });
   });
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
@@ -215,7 +228,9 @@ Tensor relu(const Tensor& a) {
       const T* py = yv.data_ptr<T>();
       const T* pd = dy.data_ptr<T>();
       T* px = dx.data_ptr<T>();
-      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = py[i] > T(0) ? pd[i] : T(0);
+      kernels::parallel_elems(dx.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) px[i] = py[i] > T(0) ? pd[i] : T(0);
+      });
     });
     grads.add(0, dx);
   });
@@ -227,8 +242,11 @@ Tensor sigmoid(const Tensor& a) {
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), "sigmoid", [&](auto tag) {
     using T = decltype(tag);
-    vec::map(x.data_ptr<T>(), out.data_ptr<T>(), out.numel(),
-             [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
+    const T* px = x.data_ptr<T>();
+    T* py = out.data_ptr<T>();
+    kernels::parallel_elems(out.numel(), kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
+      vec::map(px + lo, py + lo, hi - lo, [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
+    });
   });
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
@@ -240,7 +258,9 @@ Tensor sigmoid(const Tensor& a) {
       const T* py = yv.data_ptr<T>();
       const T* pd = dy.data_ptr<T>();
       T* px = dx.data_ptr<T>();
-      for (int64_t i = 0, n = dx.numel(); i < n; ++i) px[i] = pd[i] * (T(1) - py[i]) * py[i];
+      kernels::parallel_elems(dx.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) px[i] = pd[i] * (T(1) - py[i]) * py[i];
+      });
     });
     grads.add(0, dx);
   });
@@ -260,17 +280,20 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     const T* px = x.data_ptr<T>();
     T* py = out.data_ptr<T>();
     const int64_t n = out.numel();
-    if (tanh_approx) {
-      // GPT-2's: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-      const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
-      vec::map(px, py, n, [=](auto v) {
-        const auto inner = beta * (v + kappa * v * v * v);
-        return T(0.5) * v * (T(1) + vec::vtanh(inner));
-      });
-    } else {
-      // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
-      vec::map(px, py, n, [](auto v) { return v * T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf))); });
-    }
+    kernels::parallel_elems(n, kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
+      if (tanh_approx) {
+        // GPT-2's: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+        const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
+        vec::map(px + lo, py + lo, hi - lo, [=](auto v) {
+          const auto inner = beta * (v + kappa * v * v * v);
+          return T(0.5) * v * (T(1) + vec::vtanh(inner));
+        });
+      } else {
+        // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
+        vec::map(px + lo, py + lo, hi - lo,
+                 [](auto v) { return v * T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf))); });
+      }
+    });
   });
   return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = x * Phi(x), so dx = dy * (Phi(x) + x * phi(x)); for the tanh
@@ -281,27 +304,32 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     Tensor dx = empty(x.shape(), x.dtype());
     kernels::dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
       using T = decltype(tag);
-      const int64_t n = dx.numel();
-      if (tanh_approx) {
-        const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
-        vec::map2(x.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), n, [=](auto v, auto d) {
-          const auto x_sq = v * v;
-          const auto inner = beta * (v + kappa * x_sq * v);
-          const auto t = vec::vtanh(inner);
-          const auto left = T(0.5) * v;
-          const auto right = T(1) + t;
-          const auto left_derivative = T(0.5) * right;
-          const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x_sq));
-          return d * (left_derivative + right_derivative);
-        });
-      } else {
-        const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
-        vec::map2(x.data_ptr<T>(), dy.data_ptr<T>(), dx.data_ptr<T>(), n, [=](auto v, auto d) {
-          const auto cdf = T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf)));
-          const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
-          return d * (cdf + v * pdf);
-        });
-      }
+      const T* px = x.data_ptr<T>();
+      const T* pdy = dy.data_ptr<T>();
+      T* pdx = dx.data_ptr<T>();
+      kernels::parallel_elems(dx.numel(), kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
+        const int64_t n = hi - lo;
+        if (tanh_approx) {
+          const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
+          vec::map2(px + lo, pdy + lo, pdx + lo, n, [=](auto v, auto d) {
+            const auto x_sq = v * v;
+            const auto inner = beta * (v + kappa * x_sq * v);
+            const auto t = vec::vtanh(inner);
+            const auto left = T(0.5) * v;
+            const auto right = T(1) + t;
+            const auto left_derivative = T(0.5) * right;
+            const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x_sq));
+            return d * (left_derivative + right_derivative);
+          });
+        } else {
+          const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
+          vec::map2(px + lo, pdy + lo, pdx + lo, n, [=](auto v, auto d) {
+            const auto cdf = T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf)));
+            const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
+            return d * (cdf + v * pdf);
+          });
+        }
+      });
     });
     grads.add(0, dx);
   });

@@ -3,6 +3,7 @@
 // where op(X) is X or X^T (trans_x). lda/ldb/ldc are row strides in elements of the matrices
 // as stored (for a transposed operand, the stored matrix is (k, m) or (n, k)).
 // Only blas.cpp includes <cblas.h> (it clashes with xtensor-blas, see XTENSOR-NOTES.md).
+// Large GEMMs are split over xgrad's threads (blas.cpp); OpenBLAS itself runs on one thread.
 #pragma once
 #include <cstdint>
 
@@ -14,5 +15,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc);
+
+// Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.
+inline constexpr double kParallelFlops = 4e6;
+
+// Whether gemm would split an (m, n, k) product over the threads (outside a parallel region).
+bool gemm_splits(int64_t m, int64_t n, int64_t k);
 
 }  // namespace xgrad::blas

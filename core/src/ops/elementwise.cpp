@@ -3,7 +3,9 @@
 // sum_to, the helper that undoes broadcasting in every backward.
 //
 // Every op is one map_* call: a loop over the broadcast output, row by row (kernels.h's
-// for_each_row), whose contiguous rows are plain loops the compiler vectorises. Backward
+// parallel_for_each_row: split over xgrad's threads above kernels::kGrain elements, with the
+// same per-element arithmetic, so results do not depend on the thread count), whose
+// contiguous rows are plain loops the compiler vectorises. Backward
 // closures reuse the same maps to fuse their formula into one pass (tanh: dout * (1 - y^2)).
 // Adding an op: forward = map_*(...), then record(...) with the backward right under it, and
 // a row in tests/core/gradcheck_rows_elementwise.cpp.
@@ -35,12 +37,14 @@ void run_map(const Tensor& out, const std::array<Tensor, sizeof...(Ts)>& in, F& 
   O* po = out.data_ptr<O>();
   const std::tuple<const Ts*...> base{in[I].template data_ptr<Ts>()...};
   const std::array<Shape, N + 1> st{out.strides(), kernels::broadcast_strides(in[I], out.shape())...};
-  kernels::for_each_row<N + 1>(out.shape(), st, [&](const std::array<int64_t, N + 1>& off, int64_t n,
-                                                    const std::array<int64_t, N + 1>& s) {
+  kernels::parallel_for_each_row<N + 1>(out.shape(), st, kernels::kGrain,
+                                        [&](const std::array<int64_t, N + 1>& off, int64_t n,
+                                            const std::array<int64_t, N + 1>& s) {
+    const F fn = f;      // a local copy: the output stores cannot alias its captures
     O* o = po + off[0];  // out is contiguous: its rows have stride 1
     const std::tuple<const Ts*...> x{(std::get<I>(base) + off[I + 1])...};
     if (((s[I + 1] == 1) && ...)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(x)[i]...);
+      for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i]...);
       return;
     }
     if constexpr (N == 2) {  // (B, T, C) * (B, T, 1) and friends: one operand fixed per row
@@ -48,16 +52,16 @@ void run_map(const Tensor& out, const std::array<Tensor, sizeof...(Ts)>& in, F& 
       const auto* x1 = std::get<1>(x);
       if (s[1] == 1 && s[2] == 0) {
         const auto v = *x1;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x0[i], v);
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(x0[i], v);
         return;
       }
       if (s[1] == 0 && s[2] == 1) {
         const auto v = *x0;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(v, x1[i]);
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(v, x1[i]);
         return;
       }
     }
-    for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(x)[i * s[I + 1]]...);
+    for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i * s[I + 1]]...);
   });
 }
 
@@ -102,7 +106,10 @@ Tensor map1_simd(const char* op, const Tensor& a, F f) {
   Tensor out = empty(a.shape(), a.dtype());
   kernels::dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    vec::map(a.data_ptr<T>(), out.data_ptr<T>(), a.numel(), f);
+    const T* pa = a.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    kernels::parallel_elems(a.numel(), kernels::kGrainMath,
+                            [&](int64_t lo, int64_t hi) { vec::map(pa + lo, po + lo, hi - lo, f); });
   });
   return out;
 }

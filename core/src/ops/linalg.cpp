@@ -9,7 +9,9 @@
 // allows: into the rows (x (B, T, C) @ W, the Linear hot path) or into the inner dim (the weight
 // gradient x^T @ dout summed over B*T); when only an operand's layout blocks the fold and the
 // folded dim is small, that operand is copied once instead of running many tiny GEMMs.
-// OpenBLAS's thread count is left alone here.
+// Threads: a single GEMM is split by blas::gemm itself; the per-matrix loop (case 3) hands
+// whole matrices to the threads (each a one-thread GEMM) unless their products are summed
+// into one output. Either way every output element comes from one GEMM call, as serially.
 //
 // Adding a linalg op: write its forward with bmm_into, its backward right below, and add a row
 // to tests/core/gradcheck_rows_linalg.cpp.
@@ -21,6 +23,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/parallel.h"
 
 namespace xgrad {
 
@@ -191,12 +194,22 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
     std::array<Shape, 3> st{so, sa, sb};
-    kernels::for_each_row<3>(batch, st, [&](const std::array<int64_t, 3>& off, int64_t len,
-                                            const std::array<int64_t, 3>& in) {
+    const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
+    auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
       for (int64_t i = 0; i < len; ++i)
         blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld,
                    pb + off[2] + i * in[2], lb.ld, beta, po + off[0] + i * in[0], lo.ld);
-    });
+    };
+    // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
+    // into one output (reduced) or a few big matrices are better split inside gemm
+    const double mat_flops = std::max(2.0 * double(M) * double(N) * double(K), 1.0);
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(blas::kParallelFlops / mat_flops));
+    const bool by_batch = !reduced && (bn >= 2 * get_num_threads() || !blas::gemm_splits(M, N, K));
+    if (by_batch && bn >= 2 * grain) {
+      parallel_for(0, bn, grain, [&](int64_t lo, int64_t hi) { kernels::walk_rows<3>(geo, lo, hi, body); });
+    } else {
+      kernels::walk_rows<3>(geo, 0, std::max<int64_t>(geo.numel(), 1), body);
+    }
   });
 }
 
@@ -296,15 +309,18 @@ Tensor bias_grad(const Tensor& dout, int64_t features) {
   Tensor db = empty({features}, dout.dtype());
   kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    std::vector<double> acc(static_cast<std::size_t>(features), 0.0);
     const T* p = d.data_ptr<T>();
-    const int64_t rows = features == 0 ? 0 : d.numel() / features;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = p + r * features;
-      for (int64_t j = 0; j < features; ++j) acc[j] += static_cast<double>(row[j]);
-    }
     T* o = db.data_ptr<T>();
-    for (int64_t j = 0; j < features; ++j) o[j] = static_cast<T>(acc[j]);
+    const int64_t rows = features == 0 ? 0 : d.numel() / features;
+    // threads split the features; each column is summed over the rows in order, as serially
+    kernels::parallel_rows(features, rows, kernels::kGrain, [&](int64_t j0, int64_t j1) {
+      std::vector<double> acc(static_cast<std::size_t>(j1 - j0), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = p + r * features;
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += static_cast<double>(row[j]);
+      }
+      for (int64_t j = j0; j < j1; ++j) o[j] = static_cast<T>(acc[j - j0]);
+    });
   });
   return db;
 }

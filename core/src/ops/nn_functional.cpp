@@ -3,7 +3,10 @@
 //
 // Each is one fused forward loop over contiguous buffers with its backward closure right
 // below (saving the small per-row statistics the backward needs, never a second copy of a
-// large tensor). Adding an op: declare it in ops.h under nn_functional.cpp, write it here,
+// large tensor). Threads (kernels::parallel_rows): rows are split over xgrad's pool, each
+// computed whole; layer_norm's weight/bias gradients split the features instead, and
+// cross_entropy sums its per-row losses in row order, so results do not depend on the thread
+// count. Adding an op: declare it in ops.h under nn_functional.cpp, write it here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
 #include <cmath>
@@ -125,9 +128,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const std::size_t stride_bytes = static_cast<std::size_t>(w.stride(0)) * item;
   const char* pw = static_cast<const char*>(w.raw_data_ptr());
   char* po = static_cast<char*>(out.raw_data_ptr());
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(po + static_cast<std::size_t>(i) * row_bytes,
-                pw + static_cast<std::size_t>(pi[i]) * stride_bytes, row_bytes);
+  kernels::parallel_rows(n, D, kernels::kGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      std::memcpy(po + static_cast<std::size_t>(i) * row_bytes,
+                  pw + static_cast<std::size_t>(pi[i]) * stride_bytes, row_bytes);
+  });
   return record("EmbeddingBackward0", out, {weight},
                 [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
     // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
@@ -140,17 +145,53 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
       const int64_t* pid = iv.data_ptr<int64_t>();
       const T* pd = dy.data_ptr<T>();
       T* pw = dw.data_ptr<T>();
-      for (int64_t i = 0, n = iv.numel(); i < n; ++i) {
-        T* row = pw + pid[i] * D;
-        const T* src = pd + i * D;
-        for (int64_t k = 0; k < D; ++k) row[k] += src[k];
-      }
+      const int64_t n = iv.numel();
+      // threads split the embedding columns: repeated ids still add in the order of i
+      kernels::parallel_rows(D, n, kernels::kGrain, [&](int64_t k0, int64_t k1) {
+        for (int64_t i = 0; i < n; ++i) {
+          T* row = pw + pid[i] * D;
+          const T* src = pd + i * D;
+          for (int64_t k = k0; k < k1; ++k) row[k] += src[k];
+        }
+      });
     });
     grads.add(0, dw);
   });
 }
 
 // ---------------------------------------------------------------- layer_norm
+namespace {
+// layer_norm's backward for rows [r0, r1) of (M, N) contiguous buffers: dx (when dx is set),
+// and dw / db accumulated in row order (when set). Plain pointer arguments, so the row loops
+// vectorise whatever the caller's closure holds.
+template <class T>
+void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm, const T* pr,
+                              T* pdx, T* pdw, T* pdb, int64_t N, int64_t r0, int64_t r1) {
+  std::vector<T> xhat(N), g(N);
+  const T invN = T(1) / static_cast<T>(N);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = px + r * N;
+    const T* dr = pd + r * N;
+    const T m = pm[r], rs = pr[r];
+    for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
+    if (pdw)
+      for (int64_t i = 0; i < N; ++i) pdw[i] += dr[i] * xhat[i];
+    if (pdb)
+      for (int64_t i = 0; i < N; ++i) pdb[i] += dr[i];
+    if (!pdx) continue;
+    if (pw) {
+      for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * pw[i];
+    } else {
+      std::copy(dr, dr + N, g.begin());
+    }
+    const T g_mean = vec::sum(g.data(), N) * invN;
+    const T gx_mean = vec::dot(g.data(), xhat.data(), N) * invN;
+    T* dxr = pdx + r * N;
+    for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
+  }
+}
+}  // namespace
+
 // reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
 // layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
@@ -185,25 +226,27 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     T* py = out.data_ptr<T>();
     T* pm = mean.data_ptr<T>();
     T* pr = rstd.data_ptr<T>();
-    for (int64_t r = 0; r < M; ++r) {
-      const T* xr = px + r * N;
-      T* yr = py + r * N;  // (x - mean) first, then the output
-      const T m = vec::sum(xr, N) / static_cast<T>(N);
-      for (int64_t i = 0; i < N; ++i) yr[i] = xr[i] - m;
-      const T var = vec::dot<T>(yr, yr, N) / static_cast<T>(N);  // biased, two-pass
-      const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
-      pm[r] = m;
-      pr[r] = rs;
-      if (pw && pb) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i] + pb[i];
-      } else if (pw) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i];
-      } else if (pb) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs + pb[i];
-      } else {
-        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs;
+    kernels::parallel_rows(M, N, kernels::kGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = px + r * N;
+        T* yr = py + r * N;  // (x - mean) first, then the output
+        const T m = vec::sum(xr, N) / static_cast<T>(N);
+        for (int64_t i = 0; i < N; ++i) yr[i] = xr[i] - m;
+        const T var = vec::dot<T>(yr, yr, N) / static_cast<T>(N);  // biased, two-pass
+        const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
+        pm[r] = m;
+        pr[r] = rs;
+        if (pw && pb) {
+          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i] + pb[i];
+        } else if (pw) {
+          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i];
+        } else if (pb) {
+          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs + pb[i];
+        } else {
+          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs;
+        }
       }
-    }
+    });
   });
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
                 [xsv = save(x), wsv = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout, Grads& grads) {
@@ -228,28 +271,30 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
       T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
       T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
       T* pdb = want_b ? db.data_ptr<T>() : nullptr;
-      std::vector<T> xhat(N), g(N);
-      const T invN = T(1) / static_cast<T>(N);
-      for (int64_t r = 0; r < M; ++r) {
-        const T* xr = px + r * N;
-        const T* dr = pd + r * N;
-        const T m = pm[r], rs = pr[r];
-        for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
-        if (pdw)
-          for (int64_t i = 0; i < N; ++i) pdw[i] += dr[i] * xhat[i];
-        if (pdb)
-          for (int64_t i = 0; i < N; ++i) pdb[i] += dr[i];
-        if (!pdx) continue;
-        if (pw) {
-          for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * pw[i];
-        } else {
-          std::copy(dr, dr + N, g.begin());
-        }
-        const T g_mean = vec::sum(g.data(), N) * invN;
-        const T gx_mean = vec::dot(g.data(), xhat.data(), N) * invN;
-        T* dxr = pdx + r * N;
-        for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
+      // rows [r0, r1): dx, and dw / db too when `params` (the one-pass serial form)
+      auto rows = [&](int64_t r0, int64_t r1, bool params) {
+        layer_norm_backward_rows<T>(px, pd, pw, pm, pr, pdx, params ? pdw : nullptr,
+                                    params ? pdb : nullptr, N, r0, r1);
+      };
+      if (!kernels::would_split(M * N, kernels::kGrain)) {
+        rows(0, M, true);
+        return;
       }
+      // threads: dx by rows; dw / db by features, each summed over the rows in order (the
+      // same additions as the one-pass loop, so the same bits at any thread count)
+      if (pdx) kernels::parallel_rows(M, N, kernels::kGrain, [&](int64_t r0, int64_t r1) { rows(r0, r1, false); });
+      if (pdw || pdb)
+        kernels::parallel_rows(N, M, kernels::kGrain, [&](int64_t j0, int64_t j1) {
+          for (int64_t r = 0; r < M; ++r) {
+            const T* xr = px + r * N;
+            const T* dr = pd + r * N;
+            const T m = pm[r], rs = pr[r];
+            if (pdw)
+              for (int64_t i = j0; i < j1; ++i) pdw[i] += dr[i] * ((xr[i] - m) * rs);
+            if (pdb)
+              for (int64_t i = j0; i < j1; ++i) pdb[i] += dr[i];
+          }
+        });
     });
     if (want_x) grads.add(0, dx);
     if (want_w) grads.add(1, dw);
@@ -296,17 +341,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     using T = decltype(tag);
     const T* px = xc.data_ptr<T>();
     T* pl = lse.data_ptr<T>();
-    double total = 0.0;
-    for (int64_t r = 0; r < N; ++r) {
-      if (pt[r] == ignore_index) {
-        pl[r] = T(0);
-        continue;
+    kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        if (pt[r] == ignore_index) {
+          pl[r] = T(0);
+          continue;
+        }
+        const T* xr = px + r * C;
+        const T m = vec::max(xr, C);
+        pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
       }
-      const T* xr = px + r * C;
-      const T m = vec::max(xr, C);
-      pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
-      total += static_cast<double>(pl[r] - xr[pt[r]]);  // -log_softmax(x)[target]
-    }
+    });
+    double total = 0.0;  // summed in row order whatever the thread count
+    for (int64_t r = 0; r < N; ++r)
+      if (pt[r] != ignore_index) total += static_cast<double>(pl[r] - px[r * C + pt[r]]);  // -log_softmax(x)[target]
     *out.data_ptr<T>() = static_cast<T>(total / static_cast<double>(count));
   });
   return record("NllLossBackward0", out, {logits},
@@ -322,16 +370,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
       const T* pl = lse.data_ptr<T>();
       const int64_t* ptg = ts.get().data_ptr<int64_t>();
       T* pdx = dx.data_ptr<T>();
-      for (int64_t r = 0; r < N; ++r) {
-        T* dr = pdx + r * C;
-        if (ptg[r] == ignore_index) {
-          std::fill(dr, dr + C, T(0));
-          continue;
+      kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          T* dr = pdx + r * C;
+          if (ptg[r] == ignore_index) {
+            std::fill(dr, dr + C, T(0));
+            continue;
+          }
+          const T l = pl[r];
+          vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
+          dr[ptg[r]] -= gscale;
         }
-        const T l = pl[r];
-        vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
-        dr[ptg[r]] -= gscale;
-      }
+      });
     });
     grads.add(0, dx);
   });

@@ -8,6 +8,7 @@
 // e.g. the bias gradient (B*T, C) -> (C)). float32 sums add short blocks in float and the
 // block sums in double (torch's cascade idea); float64 and int64 accumulate natively.
 // max/min/argmax along one dim use the same (A, R, B) view and keep the first index on ties.
+// Threads (reduce_pass) split rows or output columns, never one output's summation.
 // Adding a reduction: an Op struct (init/step/merge/repeat) for reduce_passes, then record().
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/parallel.h"
 
 namespace xgrad {
 
@@ -123,62 +125,79 @@ inline double sum_row_f32(const float* row, int64_t R) {
   return lane[0];
 }
 
-// acc[b] += sum over R rows of x[r, b] (float32): 8 rows added in float, then into double.
-inline void sum_rows_f32(const float* x, double* acc, int64_t R, int64_t B) {
+// acc[b] += sum over R rows of x[r * ld + b], b < B (float32): 8 rows added in float, then
+// into double.
+inline void sum_rows_f32(const float* x, double* acc, int64_t R, int64_t B, int64_t ld) {
   int64_t r = 0;
   for (; r + 8 <= R; r += 8) {
-    const float* p = x + r * B;
+    const float* p = x + r * ld;
     for (int64_t b = 0; b < B; ++b) {
-      const float s = ((p[b] + p[B + b]) + (p[2 * B + b] + p[3 * B + b])) +
-                      ((p[4 * B + b] + p[5 * B + b]) + (p[6 * B + b] + p[7 * B + b]));
+      const float s = ((p[b] + p[ld + b]) + (p[2 * ld + b] + p[3 * ld + b])) +
+                      ((p[4 * ld + b] + p[5 * ld + b]) + (p[6 * ld + b] + p[7 * ld + b]));
       acc[b] += static_cast<double>(s);
     }
   }
   for (; r < R; ++r)
-    for (int64_t b = 0; b < B; ++b) acc[b] += static_cast<double>(x[r * B + b]);
+    for (int64_t b = 0; b < B; ++b) acc[b] += static_cast<double>(x[r * ld + b]);
 }
 
-// y[a, b] = Op over r of x[a, r, b], x contiguous (A, R, B).
+// y[b] = Op over r of x[r, b] for the columns b0 <= b < b1 of one contiguous (R, B) block.
+template <class Op, class Acc, class In, class Out>
+void reduce_cols(const In* x, Out* y, int64_t R, int64_t B, int64_t b0, int64_t b1) {
+  constexpr bool kSumF32 = std::is_same_v<Op, SumOp<double>> && std::is_same_v<In, float>;
+  std::vector<Acc> acc(static_cast<std::size_t>(b1 - b0), Op::init());
+  Acc* pa = acc.data();
+  if constexpr (kSumF32) {
+    sum_rows_f32(x + b0, pa, R, b1 - b0, B);
+  } else {
+    for (int64_t r = 0; r < R; ++r) {
+      const In* row = x + r * B + b0;
+      for (int64_t b = 0; b < b1 - b0; ++b) pa[b] = Op::step(pa[b], row[b]);
+    }
+  }
+  for (int64_t b = b0; b < b1; ++b) y[b] = static_cast<Out>(pa[b - b0]);
+}
+
+// y[a, b] = Op over r of x[a, r, b], x contiguous (A, R, B). Threads split the rows a (B == 1,
+// or many blocks) or the columns b (few blocks: the bias gradient (B*T, C) -> (C)); every
+// output is still reduced over r in the same order, so results do not depend on the count.
 template <class Op, class Acc, class In, class Out>
 void reduce_pass(const In* x, Out* y, int64_t A, int64_t R, int64_t B) {
   constexpr bool kSumF32 = std::is_same_v<Op, SumOp<double>> && std::is_same_v<In, float>;
   if (B == 1) {
     constexpr int L = 16;  // independent lanes: vectorised, and a pairwise-ish float sum
-    for (int64_t a = 0; a < A; ++a) {
-      const In* row = x + a * R;
-      if constexpr (kSumF32) {
-        y[a] = static_cast<Out>(sum_row_f32(row, R));
-        continue;
-      }
-      Acc lane[L];
-      for (int k = 0; k < L; ++k) lane[k] = Op::init();
-      int64_t r = 0;
-      for (; r + L <= R; r += L) {
+    kernels::parallel_rows(A, R, kernels::kGrain, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        const In* row = x + a * R;
+        if constexpr (kSumF32) {
+          y[a] = static_cast<Out>(sum_row_f32(row, R));
+          continue;
+        }
+        Acc lane[L];
+        for (int k = 0; k < L; ++k) lane[k] = Op::init();
+        int64_t r = 0;
+        for (; r + L <= R; r += L) {
 #pragma GCC unroll 1  // keep the lane loop a loop: GCC vectorises it (fully unrolled, max/min's select is not)
-        for (int k = 0; k < L; ++k) lane[k] = Op::step(lane[k], row[r + k]);
+          for (int k = 0; k < L; ++k) lane[k] = Op::step(lane[k], row[r + k]);
+        }
+        for (int k = 0; r < R; ++r, ++k) lane[k] = Op::step(lane[k], row[r]);
+        for (int w = L / 2; w > 0; w /= 2)
+          for (int k = 0; k < w; ++k) lane[k] = Op::merge(lane[k], lane[k + w]);
+        y[a] = static_cast<Out>(lane[0]);
       }
-      for (int k = 0; r < R; ++r, ++k) lane[k] = Op::step(lane[k], row[r]);
-      for (int w = L / 2; w > 0; w /= 2)
-        for (int k = 0; k < w; ++k) lane[k] = Op::merge(lane[k], lane[k + w]);
-      y[a] = static_cast<Out>(lane[0]);
-    }
+    });
     return;
   }
-  std::vector<Acc> acc(static_cast<std::size_t>(B));
-  for (int64_t a = 0; a < A; ++a) {
-    std::fill(acc.begin(), acc.end(), Op::init());
-    Acc* pa = acc.data();
-    if constexpr (kSumF32) {
-      sum_rows_f32(x + a * R * B, pa, R, B);
-    } else {
-      for (int64_t r = 0; r < R; ++r) {
-        const In* row = x + (a * R + r) * B;
-        for (int64_t b = 0; b < B; ++b) pa[b] = Op::step(pa[b], row[b]);
-      }
-    }
-    Out* py = y + a * B;
-    for (int64_t b = 0; b < B; ++b) py[b] = static_cast<Out>(pa[b]);
+  if (A >= get_num_threads()) {
+    kernels::parallel_rows(A, R * B, kernels::kGrain, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) reduce_cols<Op, Acc>(x + a * R * B, y + a * B, R, B, 0, B);
+    });
+    return;
   }
+  for (int64_t a = 0; a < A; ++a)
+    kernels::parallel_rows(B, R, kernels::kGrain, [&](int64_t b0, int64_t b1) {
+      reduce_cols<Op, Acc>(x + a * R * B, y + a * B, R, B, b0, b1);
+    });
 }
 
 struct Group {

@@ -267,15 +267,17 @@ void fill_masked(const Tensor& out, const Tensor& a, const Tensor& mask, double 
     T* po = out.data_ptr<T>();
     std::array<Shape, 3> st{out.strides(), kernels::broadcast_strides(a, out.shape()),
                             kernels::broadcast_strides(mask, out.shape())};
-    kernels::for_each_row<3>(out.shape(), st, [&](const std::array<int64_t, 3>& off, int64_t len,
-                                                  const std::array<int64_t, 3>& in) {
+    kernels::parallel_for_each_row<3>(out.shape(), st, kernels::kGrain,
+                                      [&](const std::array<int64_t, 3>& off, int64_t len,
+                                          const std::array<int64_t, 3>& in) {
       T* o = po + off[0];
       const T* x = pa + off[1];
       const bool* m = pm + off[2];
+      const T fill = v;  // a local copy: the stores to o cannot alias it
       if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
-        for (int64_t i = 0; i < len; ++i) o[i] = m[i] ? v : x[i];
+        for (int64_t i = 0; i < len; ++i) o[i] = m[i] ? fill : x[i];
       } else {
-        for (int64_t i = 0; i < len; ++i) o[i * in[0]] = m[i * in[2]] ? v : x[i * in[1]];
+        for (int64_t i = 0; i < len; ++i) o[i * in[0]] = m[i * in[2]] ? fill : x[i * in[1]];
       }
     });
   });
