@@ -17,16 +17,12 @@
 
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
+#include "thread_count.h"
 
 namespace xgrad {
 namespace {
 
-// Sets the thread count for a scope and restores the previous one.
-struct ThreadCount {
-  int saved;
-  explicit ThreadCount(int n) : saved(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-};
+using testing::ThreadCount;
 
 struct Chunks {
   std::mutex m;

@@ -18,15 +18,12 @@
 
 #include "xgrad/xgrad.h"
 #include "xgrad/parallel.h"
+#include "thread_count.h"
 
 namespace xgrad {
 namespace {
 
-struct ThreadCount {
-  int saved;
-  explicit ThreadCount(int n) : saved(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-};
+using testing::ThreadCount;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;

@@ -9,15 +9,10 @@
 
 #include "optim_cases.h"
 #include "xgrad/parallel.h"
+#include "thread_count.h"
 
 namespace xgrad::testing {
 namespace {
-
-struct ThreadCount {
-  int saved;
-  explicit ThreadCount(int n) : saved(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-};
 
 TEST(OptimThreads, AdamFixturesMatchTorchAtTwoThreads) {
   ThreadCount tc(2);
