@@ -30,7 +30,7 @@ echo "==> corpus"
 
 trainer="$build_dir/examples/train_lm/train_lm"
 echo "==> train (preset tiny, up to ${seconds}s; checkpoints in $checkpoints)"
-"$trainer" train --preset tiny --steps 1500 --time-budget "$seconds" --eval-interval 250 \
+"$trainer" train --preset tiny --steps 8000 --time-budget "$seconds" --eval-interval 250 \
   --checkpoint-dir "$checkpoints" "$@"
 
 echo "==> sample"
