@@ -46,9 +46,10 @@ constexpr int64_t kDropoutGrain = 32768;  // elements per thread, at least
 
 // out = x * noise, with noise = mask ? scale : 0 spelled mask * scale: branch-free, so the
 // loop vectorises, and bit-identical to multiplying by torch's float noise tensor.
+// The mask is read as bytes: GCC vectorises a uint8_t -> float conversion but not a bool one.
 template <class T>
-void apply_mask(const T* __restrict x, const bool* __restrict mask, T scale, T* __restrict out,
-                int64_t n) {
+void apply_mask(const T* __restrict x, const bool* keep, T scale, T* __restrict out, int64_t n) {
+  const uint8_t* __restrict mask = reinterpret_cast<const uint8_t*>(keep);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
 }
 }  // namespace
