@@ -231,7 +231,8 @@ def report_ops(results_dir, out_json):
     print("shapes: softmax/masked_fill (B,H,T,T); transpose_contiguous/bmm (B,H,T,D), "
           "bmm_qkT = q @ k^T, bmm_av = (B,H,T,T) @ v; linear (B,T,in,out); add: 4 elements "
           "(nograd: no record, record: forward recording a node, fwd_bwd: + backward)")
-    print("threads: xgrad OPENBLAS_NUM_THREADS=N; torch set_num_threads(N) + OPENBLAS_NUM_THREADS=N"
+    print("threads: xgrad --threads=N (its own pool, OpenBLAS pinned to 1); torch set_num_threads(N)"
+          " + OPENBLAS_NUM_THREADS=N"
           ", at N > 1 the faster of OpenMP's default wait policy and PASSIVE per case")
 
     data = load_existing(out_json)
