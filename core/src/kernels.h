@@ -174,7 +174,7 @@ inline bool would_split(int64_t elems, int64_t grain) {
 // every boundary but n is a multiple of kAlign. Small n: one direct call, no pool overhead.
 template <class F>
 void parallel_elems(int64_t n, int64_t grain, F&& fn) {
-  if (n < 2 * grain || get_num_threads() == 1 || in_parallel_region()) {
+  if (!would_split(n, grain)) {
     if (n > 0) fn(int64_t{0}, n);
     return;
   }

@@ -375,6 +375,20 @@ uint64_t Generator::draw64() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
+// Calls f(i0, c, words) for the elements [i0, i0 + c) of an n-element fill, with words[] the
+// c * kPerElement consecutive draws they take (1 for float, 2 for double / bernoulli): the
+// bulk fills are this loop around their element formula. Callers hold mutex_.
+template <int kPerElement, class F>
+void Generator::for_draw_blocks(int64_t n, F&& f) {
+  constexpr int64_t kChunk = kBlockDraws / kPerElement;
+  uint32_t words[kBlockDraws];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t c = std::min<int64_t>(kChunk, n - i0);
+    draw_block(words, kPerElement * c);
+    f(i0, c, static_cast<const uint32_t*>(words));
+  }
+}
+
 void Generator::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
   seed_engine(seed);
@@ -442,12 +456,9 @@ void Generator::uniform(float* out, int64_t n, double from, double to) {
   check_uniform_range<float>(from, to);
   const float f = static_cast<float>(from), t = static_cast<float>(to);
   std::lock_guard<std::mutex> lock(mutex_);
-  uint32_t words[kBlockDraws];
-  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws) {
-    const int64_t c = std::min<int64_t>(kBlockDraws, n - i0);
-    draw_block(words, c);
-    for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(words[i], f, t);
-  }
+  for_draw_blocks<1>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
+    for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(w[i], f, t);
+  });
 }
 
 // Same kernel for double: one 64-bit draw (two mt19937 words) per element.
@@ -455,13 +466,10 @@ void Generator::uniform(double* out, int64_t n, double from, double to) {
   check_fill("uniform_", out, n);
   check_uniform_range<double>(from, to);
   std::lock_guard<std::mutex> lock(mutex_);
-  uint32_t words[kBlockDraws];
-  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
-    const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
-    draw_block(words, 2 * c);
+  for_draw_blocks<2>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
     for (int64_t i = 0; i < c; ++i)
-      out[i0 + i] = uniform_real_double(join64(words[2 * i], words[2 * i + 1]), from, to);
-  }
+      out[i0 + i] = uniform_real_double(join64(w[2 * i], w[2 * i + 1]), from, to);
+  });
 }
 
 // reference: aten/src/ATen/native/cpu/DistributionTemplates.h, normal_kernel:
@@ -475,12 +483,9 @@ void Generator::normal(float* out, int64_t n, double mean, double stdv) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (n >= 16) {
     const float m = static_cast<float>(mean), s = static_cast<float>(stdv);
-    uint32_t words[kBlockDraws];
-    for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws) {
-      const int64_t c = std::min<int64_t>(kBlockDraws, n - i0);
-      draw_block(words, c);
-      for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(words[i], 0.0f, 1.0f);
-    }
+    for_draw_blocks<1>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
+      for (int64_t i = 0; i < c; ++i) out[i0 + i] = uniform_real_float(w[i], 0.0f, 1.0f);
+    });
     for (int64_t i = 0; i + 16 <= n; i += 16) normal_fill_16_avx2(out + i, m, s);
     if (n % 16 != 0) {
       float* tail = out + n - 16;
@@ -501,13 +506,10 @@ void Generator::normal(double* out, int64_t n, double mean, double stdv) {
   if (!(stdv >= 0.0)) fail("normal_", "expects std >= 0.0, but found std ", stdv);
   std::lock_guard<std::mutex> lock(mutex_);
   if (n >= 16) {
-    uint32_t words[kBlockDraws];
-    for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
-      const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
-      draw_block(words, 2 * c);
+    for_draw_blocks<2>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
       for (int64_t i = 0; i < c; ++i)
-        out[i0 + i] = uniform_real_double(join64(words[2 * i], words[2 * i + 1]), 0.0, 1.0);
-    }
+        out[i0 + i] = uniform_real_double(join64(w[2 * i], w[2 * i + 1]), 0.0, 1.0);
+    });
     for (int64_t i = 0; i + 16 <= n; i += 16) normal_fill_16(out + i, mean, stdv);
     if (n % 16 != 0) {
       double* tail = out + n - 16;
@@ -530,14 +532,11 @@ void Generator::bernoulli_fill(T* out, int64_t n, double p) {
   const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));
   constexpr uint64_t kMask53 = (uint64_t{1} << 53) - 1;
   std::lock_guard<std::mutex> lock(mutex_);
-  uint32_t words[kBlockDraws];
-  for (int64_t i0 = 0; i0 < n; i0 += kBlockDraws / 2) {
-    const int64_t c = std::min<int64_t>(kBlockDraws / 2, n - i0);
-    draw_block(words, 2 * c);
+  for_draw_blocks<2>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
     T* o = out + i0;
     for (int64_t i = 0; i < c; ++i)
-      o[i] = static_cast<T>((join64(words[2 * i], words[2 * i + 1]) & kMask53) < threshold);
-  }
+      o[i] = static_cast<T>((join64(w[2 * i], w[2 * i + 1]) & kMask53) < threshold);
+  });
 }
 
 void Generator::bernoulli(float* out, int64_t n, double p) {

@@ -142,21 +142,11 @@ Tensor empty_in_layout(const Shape& shape, const Shape& strides, DType dtype) {
 }
 
 // Row i's dropped weights: wd[j] = w[j] * (keep[j] * keep_scale) for j < n -- dropout's
-// w * (mask / (1 - p)), bit for bit, and branch-free so it vectorises -- and zeros in [n, ce).
-// The mask is read as bytes: GCC vectorises a uint8_t -> float conversion but not a bool one.
+// w * (mask / (1 - p)), bit for bit -- and zeros in [n, ce).
 template <class T>
-void drop_row(const T* __restrict w, const bool* keep_mask, T* __restrict wd, int64_t n,
-              int64_t ce, T keep_scale) {
-  const uint8_t* __restrict keep = reinterpret_cast<const uint8_t*>(keep_mask);
-  for (int64_t j = 0; j < n; ++j) wd[j] = w[j] * (static_cast<T>(keep[j]) * keep_scale);
+void drop_row(const T* w, const bool* keep, T* wd, int64_t n, int64_t ce, T keep_scale) {
+  vec::mul_keep_mask(w, keep, keep_scale, wd, n);
   std::fill(wd + n, wd + ce, T(0));
-}
-
-// The same in place on d[0, n): d[j] *= keep[j] * keep_scale.
-template <class T>
-void drop_row_inplace(T* __restrict d, const bool* keep_mask, int64_t n, T keep_scale) {
-  const uint8_t* __restrict keep = reinterpret_cast<const uint8_t*>(keep_mask);
-  for (int64_t j = 0; j < n; ++j) d[j] *= static_cast<T>(keep[j]) * keep_scale;
 }
 
 // ---- forward of one (L, S) attention matrix: out (L, Ev) = drop(softmax(q k^T * scale)) @ v.
@@ -220,7 +210,7 @@ void backward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64
       if (dropped) drop_row(wr, keep + i * S, wd + i * S, n, ce, ks);
       if (!want_s) continue;
       T* __restrict d = dp + i * S;
-      if (P.dropout) drop_row_inplace(d, keep + i * S, n, ks);  // dW = dW' * (mask / (1 - p))
+      if (P.dropout) vec::mul_keep_mask(d, keep + i * S, ks, d, n);  // dW = dW' * (mask / (1 - p))
       const T s = vec::dot(d, wr, n);
       for (int64_t j = 0; j < n; ++j) d[j] = wr[j] * (d[j] - s) * scale;
       std::fill(d + n, d + ce, T(0));

@@ -17,7 +17,6 @@
 #include "ops/vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
-#include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
 namespace xgrad {
@@ -41,19 +40,6 @@ void check_same_dtype(const char* op, const char* what, const Tensor& a, const T
 }  // namespace
 
 // ---------------------------------------------------------------- dropout
-namespace {
-constexpr int64_t kDropoutGrain = 32768;  // elements per thread, at least
-
-// out = x * noise, with noise = mask ? scale : 0 spelled mask * scale: branch-free, so the
-// loop vectorises, and bit-identical to multiplying by torch's float noise tensor.
-// The mask is read as bytes: GCC vectorises a uint8_t -> float conversion but not a bool one.
-template <class T>
-void apply_mask(const T* __restrict x, const bool* keep, T scale, T* __restrict out, int64_t n) {
-  const uint8_t* __restrict mask = reinterpret_cast<const uint8_t*>(keep);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
-}
-}  // namespace
-
 // reference: torch aten/src/ATen/native/Dropout.cpp, _dropout_impl (what CPU tensors run):
 //   noise = empty_like(input, contiguous).bernoulli_(1 - p); noise.div_(1 - p); input * noise
 // so the mask is torch's stream for a contiguous tensor of input's shape, whatever its layout.
@@ -81,8 +67,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
     const bool* pm = mask.data_ptr<bool>();
     const T* px = x.data_ptr<T>();
     T* po = out.data_ptr<T>();
-    parallel_for(0, out.numel(), kDropoutGrain, [=](int64_t begin, int64_t end) {
-      apply_mask(px + begin, pm + begin, scale, po + begin, end - begin);
+    kernels::parallel_elems(out.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+      vec::mul_keep_mask(px + lo, pm + lo, scale, po + lo, hi - lo);
     });
   });
   return record("MulBackward0", out, {a}, [mask, p](const Tensor& dout, Grads& grads) {
@@ -95,8 +81,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
       const bool* pm = mask.data_ptr<bool>();
       const T* pd = dy.data_ptr<T>();
       T* px = dx.data_ptr<T>();
-      parallel_for(0, dx.numel(), kDropoutGrain, [=](int64_t begin, int64_t end) {
-        apply_mask(pd + begin, pm + begin, scale, px + begin, end - begin);
+      kernels::parallel_elems(dx.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+        vec::mul_keep_mask(pd + lo, pm + lo, scale, px + lo, hi - lo);
       });
     });
     grads.add(0, dx);

@@ -142,4 +142,13 @@ inline T sum(const T* a, int64_t n) {
   return s;
 }
 
+// out[i] = x[i] * (keep[i] * scale): inverted dropout's x * noise with noise = mask / (1 - p),
+// bit for bit (keep * scale is exactly scale or 0), branch-free. The mask is read as bytes:
+// GCC vectorises a uint8_t -> float conversion but not a bool one. out may be x.
+template <class T>
+inline void mul_keep_mask(const T* x, const bool* keep, T scale, T* out, int64_t n) {
+  const uint8_t* mask = reinterpret_cast<const uint8_t*>(keep);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
+}
+
 }  // namespace xgrad::vec
