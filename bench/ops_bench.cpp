@@ -144,25 +144,28 @@ Case mha_case(const Shape& s) {
 }
 
 // Causal attention of (B, H, T, D) heads, as MultiHeadAttention runs it: q, k, v are
-// transpose(1, 2) views of (B, T, H, D) leaves; s = (B, H, T, D), dropout 0.
-// "sdpa" is the fused scaled_dot_product_attention, "sdpa_composed" the chain it replaced
-// (matmul, masked_fill, softmax(scores / sqrt(D)), dropout, matmul, transpose + contiguous).
-Case sdpa_case(const Shape& s, bool fused) {
-  return {std::string(fused ? "sdpa/" : "sdpa_composed/") + shape_str(s), [s, fused] {
+// transpose(1, 2) views of (B, T, H, D) leaves; s = (B, H, T, D), dropout p (the GPTs train
+// with 0.1). "sdpa" is the fused scaled_dot_product_attention, "sdpa_composed" the chain it
+// replaced (matmul, masked_fill, softmax(scores / sqrt(D)), dropout, matmul, transpose +
+// contiguous); a nonzero p is named in the case ("sdpa_p0.1/...").
+Case sdpa_case(const Shape& s, bool fused, double p = 0.0) {
+  std::string name = fused ? "sdpa" : "sdpa_composed";
+  if (p > 0.0) name += "_p" + std::to_string(p).substr(0, 3);
+  return {name + "/" + shape_str(s), [s, fused, p] {
     const int64_t B = s[0], H = s[1], T = s[2], D = s[3];
     Tensor q = leaf({B, T, H, D}), k = leaf({B, T, H, D}), v = leaf({B, T, H, D});
     Tensor g = xgrad::randn({B, T, H, D});
     Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;
-    return std::function<void()>([q, k, v, g, mask, fused, D]() mutable {
+    return std::function<void()>([q, k, v, g, mask, fused, D, p]() mutable {
       for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
       Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
       Tensor ctx;
       if (fused) {
-        ctx = xgrad::scaled_dot_product_attention(qh, kh, vh, 0.0, true);
+        ctx = xgrad::scaled_dot_product_attention(qh, kh, vh, p, true);
       } else {
         Tensor scores = xgrad::matmul(qh, kh.transpose(2, 3));
         scores.masked_fill_(mask, -INFINITY);
-        Tensor w = xgrad::dropout(xgrad::softmax(scores / std::sqrt(double(D)), -1), 0.0);
+        Tensor w = xgrad::dropout(xgrad::softmax(scores / std::sqrt(double(D)), -1), p);
         ctx = xgrad::matmul(w, vh);
       }
       ctx.transpose(1, 2).contiguous().backward(g);                      // (B, T, H, D)
@@ -219,6 +222,8 @@ std::vector<Case> all_cases() {
   // the attention core of the tiny, small and medium GPTs of bench/gpt_bench.cpp
   for (const Shape& bhtd : {Shape{32, 4, 64, 16}, Shape{16, 4, 128, 32}, Shape{8, 6, 256, 64}})
     for (bool fused : {true, false}) cases.push_back(sdpa_case(bhtd, fused));
+  for (const Shape& bhtd : {Shape{32, 4, 64, 16}, Shape{16, 4, 128, 32}, Shape{8, 6, 256, 64}})
+    cases.push_back(sdpa_case(bhtd, true, 0.1));
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
   return cases;
 }

@@ -120,8 +120,9 @@ def mha_case(s):
     return "mha/" + shape_str(s), setup
 
 
-def sdpa_case(s, fused):
-    """Causal attention of (B, H, T, D) transpose(1, 2) views of (B, T, H, D) leaves, dropout 0.
+def sdpa_case(s, fused, p=0.0):
+    """Causal attention of (B, H, T, D) transpose(1, 2) views of (B, T, H, D) leaves, dropout p
+    (the GPTs train with 0.1; a nonzero p is named in the case, "sdpa_p0.1/...").
     torch 1.13 has no F.scaled_dot_product_attention: both names run the composed chain."""
     def setup():
         B, H, T, D = s
@@ -134,15 +135,16 @@ def sdpa_case(s, fused):
             q.grad = k.grad = v.grad = None
             qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             if fused and sdpa is not None:
-                ctx = sdpa(qh, kh, vh, dropout_p=0.0, is_causal=True)
+                ctx = sdpa(qh, kh, vh, dropout_p=p, is_causal=True)
             else:
                 scores = qh @ kh.transpose(2, 3)
                 scores.masked_fill_(mask, -torch.inf)
-                w = torch.nn.functional.dropout(torch.softmax(scores / D ** 0.5, dim=-1), 0.0)
+                w = torch.nn.functional.dropout(torch.softmax(scores / D ** 0.5, dim=-1), p)
                 ctx = w @ vh
             ctx.transpose(1, 2).contiguous().backward(g)
         return step
-    return ("sdpa/" if fused else "sdpa_composed/") + shape_str(s), setup
+    name = ("sdpa" if fused else "sdpa_composed") + (f"_p{p:g}" if p > 0 else "")
+    return name + "/" + shape_str(s), setup
 
 
 def overhead_cases():
@@ -186,6 +188,8 @@ def all_cases():
     cases += [mha_case((8, 256, 384, 6)), mha_case((2, 8, 16, 2))]
     for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
         cases += [sdpa_case(bhtd, True), sdpa_case(bhtd, False)]
+    for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
+        cases.append(sdpa_case(bhtd, True, 0.1))
     return cases + overhead_cases()
 
 
