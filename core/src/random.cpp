@@ -342,9 +342,11 @@ inline uint32_t temper(uint32_t y) {
 }
 }  // namespace
 
-// n consecutive draw32() results, a whole block of state at a time. draw32() keeps
-// state[next .. next + left - 2] (left - 1 words) before its next twist; after a twist it
-// returns state[0] with left = kN, which is what left = kN + 1, next = 0 gives here.
+// n consecutive draw32() results (or, !kTempered, the state words they temper), a whole block
+// of state at a time. draw32() keeps state[next .. next + left - 2] (left - 1 words) before
+// its next twist; after a twist it returns state[0] with left = kN, which is what
+// left = kN + 1, next = 0 gives here.
+template <bool kTempered>
 void Generator::draw_block(uint32_t* out, int64_t n) {
   while (n > 0) {
     if (engine_.left == 1) {
@@ -353,7 +355,11 @@ void Generator::draw_block(uint32_t* out, int64_t n) {
     }
     const int64_t take = std::min<int64_t>(n, engine_.left - 1);
     const uint32_t* s = engine_.state.data() + engine_.next;
-    for (int64_t i = 0; i < take; ++i) out[i] = temper(s[i]);
+    if constexpr (kTempered) {
+      for (int64_t i = 0; i < take; ++i) out[i] = temper(s[i]);
+    } else {
+      std::copy(s, s + take, out);
+    }
     engine_.next += static_cast<uint32_t>(take);
     engine_.left -= static_cast<int>(take);
     out += take;
@@ -378,13 +384,13 @@ uint64_t Generator::draw64() {
 // Calls f(i0, c, words) for the elements [i0, i0 + c) of an n-element fill, with words[] the
 // c * kPerElement consecutive draws they take (1 for float, 2 for double / bernoulli): the
 // bulk fills are this loop around their element formula. Callers hold mutex_.
-template <int kPerElement, class F>
+template <int kPerElement, bool kTempered, class F>
 void Generator::for_draw_blocks(int64_t n, F&& f) {
   constexpr int64_t kChunk = kBlockDraws / kPerElement;
   uint32_t words[kBlockDraws];
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t c = std::min<int64_t>(kChunk, n - i0);
-    draw_block(words, kPerElement * c);
+    draw_block<kTempered>(words, kPerElement * c);
     f(i0, c, static_cast<const uint32_t*>(words));
   }
 }
@@ -526,16 +532,29 @@ void Generator::normal(double* out, int64_t n, double mean, double stdv) {
 // DistributionTemplates.h, bernoulli_kernel(self, double p): per element
 // bernoulli_distribution<double>, i.e. one 53-bit uniform u (two draws, see draw64) and the
 // value (u < p). u = x * 2^-53 exactly for the 53-bit integer x, so u < p is x < ceil(p * 2^53):
-// an integer compare, which is what the loop below does on whole blocks of draws.
+// an integer compare. x is the high draw's low 21 bits followed by the low draw's 32, so
+// x < t is decided by the high draws alone unless their 21 bits equal t's (probability 2^-21
+// per element): the loop below tempers only the high draws, and a block where some element
+// ties goes over those elements again with their low draws.
 template <class T>
 void Generator::bernoulli_fill(T* out, int64_t n, double p) {
-  const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));
-  constexpr uint64_t kMask53 = (uint64_t{1} << 53) - 1;
+  const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));  // <= 2^53
+  const uint32_t t_hi = static_cast<uint32_t>(threshold >> 32);                    // <= 2^21
+  const uint32_t t_lo = static_cast<uint32_t>(threshold);
+  constexpr uint32_t kMask21 = (uint32_t{1} << 21) - 1;
   std::lock_guard<std::mutex> lock(mutex_);
-  for_draw_blocks<2>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
+  // w: raw state words, element i's high draw at 2 i and its low draw at 2 i + 1
+  for_draw_blocks<2, false>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
     T* o = out + i0;
+    uint32_t ties = 0;
+    for (int64_t i = 0; i < c; ++i) {
+      const uint32_t hi = temper(w[2 * i]) & kMask21;
+      o[i] = static_cast<T>(hi < t_hi);
+      ties |= static_cast<uint32_t>(hi == t_hi);
+    }
+    if (ties == 0) return;
     for (int64_t i = 0; i < c; ++i)
-      o[i] = static_cast<T>((join64(w[2 * i], w[2 * i + 1]) & kMask53) < threshold);
+      if ((temper(w[2 * i]) & kMask21) == t_hi) o[i] = static_cast<T>(temper(w[2 * i + 1]) < t_lo);
   });
 }
 

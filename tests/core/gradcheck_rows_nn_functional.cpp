@@ -51,6 +51,9 @@ std::vector<GradcheckRow> nn_functional_rows() {
                   [](const V& x) { return layer_norm(x[0], {7}, x[1], Tensor(), 1e-3); }});
   rows.push_back({"layer_norm/wide", [] { return inputs({{3, 37}, {37}, {37}}); },
                   [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); }});
+  // 150 rows: the backward sums dw / db over blocks of 64 rows (two whole, one partial)
+  rows.push_back({"layer_norm/row_blocks", [] { return inputs({{2, 75, 5}, {5}, {5}}); },
+                  [](const V& x) { return layer_norm(x[0], {5}, x[1], x[2]); }});
 
   // ---- cross_entropy
   rows.push_back({"cross_entropy/nc", [] { return inputs({{5, 4}}); },

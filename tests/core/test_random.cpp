@@ -381,6 +381,35 @@ TEST(Random, BulkFillsMatchScalarDrawsAtEveryOffset) {
   }
 }
 
+// bernoulli decides x < ceil(p 2^53) from the high draw's 21 bits alone unless they tie with
+// the threshold's (2^-21 per element, never in the test above); then the low draw decides.
+// Here p is chosen so that one element's x ties: p = x / 2^53 must drop it (x < x is false)
+// and p = (x + 1) / 2^53 must keep it, and every other element must match the scalar draws.
+TEST(Random, BernoulliDecidesHighWordTiesByTheLowWord) {
+  constexpr uint64_t kMask53 = (uint64_t{1} << 53) - 1;
+  const int64_t n = 2000;
+  for (int64_t tie : {int64_t{0}, int64_t{311}, int64_t{312}, int64_t{1999}}) {
+    Generator probe(7);
+    uint64_t x = 0;
+    for (int64_t i = 0; i <= tie; ++i) x = probe.random64() & kMask53;
+    ASSERT_EQ((x + 1) >> 32, x >> 32) << "pick another seed: x + 1 changes the high bits";
+    for (uint64_t t : {x, x + 1}) {
+      SCOPED_TRACE("tie at " + std::to_string(tie) + ", threshold x + " + std::to_string(t - x));
+      const double p = std::ldexp(static_cast<double>(t), -53);  // exact: t < 2^53
+      Generator bulk(7), ref(7);
+      std::vector<char> mask(n);
+      std::vector<float> mf(n);
+      bulk.bernoulli(reinterpret_cast<bool*>(mask.data()), n, p);
+      bulk.bernoulli(mf.data(), n, p);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(mask[i] != 0, (ref.random64() & kMask53) < t) << "bool, i " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(mf[i], (ref.random64() & kMask53) < t ? 1.0f : 0.0f) << "float, i " << i;
+      EXPECT_EQ(mask[tie] != 0, t == x + 1);
+    }
+  }
+}
+
 // ---- state -------------------------------------------------------------------------------
 
 std::vector<uint8_t> bytes_of(const std::string& name) { return fx(name).bytes; }

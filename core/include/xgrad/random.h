@@ -72,9 +72,12 @@ class Generator {
   void twist();
   uint32_t draw32();
   uint64_t draw64();
-  void draw_block(uint32_t* out, int64_t n);  // n draw32() results, a state block at a time
-  template <int kPerElement, class F>
-  void for_draw_blocks(int64_t n, F&& f);      // the bulk fills' chunk loop (random.cpp)
+  // n draw32() results, a state block at a time; kTempered false gives the raw state words
+  // (draw32() is temper() of them), for fills that temper only the words they need
+  template <bool kTempered>
+  void draw_block(uint32_t* out, int64_t n);
+  template <int kPerElement, bool kTempered = true, class F>
+  void for_draw_blocks(int64_t n, F&& f);  // the bulk fills' chunk loop (random.cpp)
   template <class T>
   void bernoulli_fill(T* out, int64_t n, double p);
   static constexpr int64_t kBlockDraws = 1024;  // words per block in the bulk fills

@@ -148,6 +148,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 // ---------------------------------------------------------------- layer_norm
 namespace {
+constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in the backward
+
 // layer_norm's backward for rows [r0, r1) of (M, N) contiguous buffers: dx (when dx is set),
 // and dw / db accumulated in row order (when set). Plain pointer arguments, so the row loops
 // vectorise whatever the caller's closure holds.
@@ -258,30 +260,24 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
       T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
       T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
       T* pdb = want_b ? db.data_ptr<T>() : nullptr;
-      // rows [r0, r1): dx, and dw / db too when `params` (the one-pass serial form)
-      auto rows = [&](int64_t r0, int64_t r1, bool params) {
-        layer_norm_backward_rows<T>(px, pd, pw, pm, pr, pdx, params ? pdw : nullptr,
-                                    params ? pdb : nullptr, N, r0, r1);
-      };
-      if (!kernels::would_split(M * N, kernels::kGrain)) {
-        rows(0, M, true);
-        return;
+      // Rows in fixed blocks of kLayerNormRowBlock: a block computes dx for its rows and its
+      // own partial dw / db (its rows summed in order), and dw / db add the partials up in
+      // block order. The blocks do not depend on the thread count, so neither do the bits,
+      // and x and dy are read once whatever the threads.
+      const int64_t blocks = (M + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
+      std::vector<T> part_w(pdw ? blocks * N : 0, T(0)), part_b(pdb ? blocks * N : 0, T(0));
+      kernels::parallel_rows(blocks, kLayerNormRowBlock * N, kernels::kGrain, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          layer_norm_backward_rows<T>(px, pd, pw, pm, pr, pdx, pdw ? part_w.data() + b * N : nullptr,
+                                      pdb ? part_b.data() + b * N : nullptr, N, b * kLayerNormRowBlock,
+                                      std::min(M, (b + 1) * kLayerNormRowBlock));
+      });
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (pdw)
+          for (int64_t i = 0; i < N; ++i) pdw[i] += part_w[b * N + i];
+        if (pdb)
+          for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
       }
-      // threads: dx by rows; dw / db by features, each summed over the rows in order (the
-      // same additions as the one-pass loop, so the same bits at any thread count)
-      if (pdx) kernels::parallel_rows(M, N, kernels::kGrain, [&](int64_t r0, int64_t r1) { rows(r0, r1, false); });
-      if (pdw || pdb)
-        kernels::parallel_rows(N, M, kernels::kGrain, [&](int64_t j0, int64_t j1) {
-          for (int64_t r = 0; r < M; ++r) {
-            const T* xr = px + r * N;
-            const T* dr = pd + r * N;
-            const T m = pm[r], rs = pr[r];
-            if (pdw)
-              for (int64_t i = j0; i < j1; ++i) pdw[i] += dr[i] * ((xr[i] - m) * rs);
-            if (pdb)
-              for (int64_t i = j0; i < j1; ++i) pdb[i] += dr[i];
-          }
-        });
     });
     if (want_x) grads.add(0, dx);
     if (want_w) grads.add(1, dw);
