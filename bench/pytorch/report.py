@@ -16,6 +16,12 @@ tokens = batch * T: 6 N for the parameter matmuls (forward 2 N, backward 4 N), a
 attention score and context matmuls (12 L T d per token for forward + backward) halved for
 the causal mask. MFU = achieved GFLOP/s / the 1024^3 sgemm peak at the same thread count,
 measured in the same run (the higher of xgrad's split GEMM and OpenBLAS's own threads).
+A forward pass is a third of that (2 N + 4 L T d / 2 per token), so forward MFU uses flops / 3.
+
+The targets table puts each row against issue #6's targets. Tokens/s are proportional to MFU
+(the FLOPs per token are the same for both), so a ratio target R needs xgrad at R times
+torch's MFU: "needs" is that MFU, and above 100% no implementation can reach R on this
+machine's sgemm peak.
 """
 import glob
 import json
@@ -25,6 +31,11 @@ import time
 
 FLOP_FORMULA = ("6*N_nonemb*tokens + 12*L*T*d*tokens/2 per training step "
                 "(N_nonemb = parameters excluding tok_emb/pos_emb; tokens = batch*T)")
+
+
+# issue #6: (training-step ratio, MFU) per config; forward-only ratio for all of them
+TARGETS = {"tiny": (3.0, 0.50), "small": (2.0, 0.60), "medium": (1.4, 0.75)}
+FORWARD_TARGET = 2.0
 
 
 def read_records(pattern):
@@ -141,6 +152,12 @@ def report_train(results_dir, out_json):
             "n_params": xt["n_params"], "n_params_nonemb": xt["n_params_nonemb"],
             "xgrad_first_loss": xt.get("first_loss"), "torch_first_loss": tt.get("first_loss"),
         }
+        if peak:
+            # forward: a third of the step's FLOPs per token
+            fwd_mfu = (lambda r: flops / 3 * r["tokens_per_s"] / (r["batch"] * r["context"])
+                       / 1e9 / peak)
+            row["xgrad_forward_mfu"] = round(fwd_mfu(xf), 4) if xf else None
+            row["torch_forward_mfu"] = round(fwd_mfu(tf), 4) if tf else None
         rows.append(row)
 
     # the torch thread-mode probes, for the record
@@ -169,6 +186,8 @@ def report_train(results_dir, out_json):
           "GEMM and OpenBLAS's own threads): " +
           ", ".join(f"{t} thr {g:.1f} GF/s" for t, g in sorted(sgemm.items())))
 
+    targets = report_targets(rows)
+
     data = load_existing(out_json)
     data.update({
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -178,10 +197,56 @@ def report_train(results_dir, out_json):
         "sgemm_peak_gflops": {str(t): g for t, g in sorted(sgemm.items())},
         "torch_mode_probes": probes,
         "rows": rows,
+        "targets": targets,
     })
     if out_json:
         write_atomic(out_json, data)
     return 0 if rows else 1
+
+
+def report_targets(rows):
+    """Prints each row against issue #6's targets and returns them as JSON rows."""
+    def verdict(have, target, needs):
+        if have is None or target is None:
+            return "-"
+        if have >= target:
+            return "met"
+        return "short, above peak" if needs is not None and needs > 1.0 else "short"
+
+    out = []
+    for r in rows:
+        if r["config"] not in TARGETS or r["mfu"] is None:
+            continue
+        ratio_t, mfu_t = TARGETS[r["config"]]
+        needs = r["torch_mfu"] * ratio_t
+        fneeds = (r["torch_forward_mfu"] * FORWARD_TARGET
+                  if r.get("torch_forward_mfu") is not None else None)
+        out.append({
+            "config": r["config"], "threads": r["threads"],
+            "ratio_target": ratio_t, "ratio": r["ratio"], "ratio_needs_mfu": round(needs, 4),
+            "ratio_verdict": verdict(r["ratio"], ratio_t, needs),
+            "mfu_target": mfu_t, "mfu": r["mfu"], "mfu_verdict": verdict(r["mfu"], mfu_t, None),
+            "forward_ratio_target": FORWARD_TARGET, "forward_ratio": r["forward_ratio"],
+            "forward_mfu": r.get("xgrad_forward_mfu"),
+            "forward_ratio_needs_mfu": round(fneeds, 4) if fneeds is not None else None,
+            "forward_verdict": verdict(r["forward_ratio"], FORWARD_TARGET, fneeds),
+        })
+    pct = lambda v: f"{100 * v:.1f}%" if v is not None else "-"
+    hdr = (f"{'config':<7} {'thr':>3} {'ratio / goal':>12} {'needs MFU':>9} {'':<17} "
+           f"{'MFU / goal':>15} {'':<5} {'fwd / goal':>11} {'fwd MFU':>7} {'needs':>7}")
+    print()
+    print("targets (issue #6); 'needs MFU' = the MFU xgrad needs for the ratio goal at torch's "
+          "measured MFU (fwd: forward only)")
+    print(hdr)
+    print("-" * (len(hdr) + 18))
+    for t in out:
+        print(f"{t['config']:<7} {t['threads']:>3} "
+              f"{t['ratio']:>6.2f} / {t['ratio_target']:>3.1f} {pct(t['ratio_needs_mfu']):>9} "
+              f"{t['ratio_verdict']:<17} {pct(t['mfu']):>6} / {pct(t['mfu_target']):>6} "
+              f"{t['mfu_verdict']:<5} {fmt(t['forward_ratio'], '>5.2f'):>5} / {FORWARD_TARGET:>3.1f} "
+              f"{pct(t['forward_mfu']):>7} {pct(t['forward_ratio_needs_mfu']):>7} "
+              f"{t['forward_verdict']}")
+    return out
 
 
 def report_ops(results_dir, out_json):
