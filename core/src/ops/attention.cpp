@@ -4,7 +4,8 @@
 // It stands for the composed chain nn::MultiHeadAttention used to run
 //   scores = q @ k^T;  scores.masked_fill_(causal, -inf);  w = softmax(scores * scale, -1)
 //   w = dropout(w, p);  out = w @ v
-// and computes it per (batch..., ) matrix with two GEMMs and one pass over each row:
+// and computes it per (batch..., ) matrix with two GEMMs and, between them, a few passes over
+// the rows (see "Row passes" below):
 // - the scale is the first GEMM's alpha; mask + softmax touch only the columns j <= i of
 //   row i (is_causal) and write exact zeros after them;
 // - is_causal: rows are split into blocks of `block` rows and every GEMM multiplies only the
@@ -30,6 +31,10 @@
 #include <memory>
 #include <numeric>
 #include <vector>
+
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>  // keep_factors' byte test
+#endif
 
 #include "blas.h"
 #include "kernels.h"
@@ -141,12 +146,181 @@ Tensor empty_in_layout(const Shape& shape, const Shape& strides, DType dtype) {
   return make_view(empty(ps, dtype), shape, st, 0);
 }
 
-// Row i's dropped weights: wd[j] = w[j] * (keep[j] * keep_scale) for j < n -- dropout's
-// w * (mask / (1 - p)), bit for bit -- and zeros in [n, ce).
+// ---- Row passes. Between a row block's two GEMMs its rows run in groups of up to kPassRows
+// rows, each group in passes over all of its rows (forward: max; exp and sum; normalise and
+// drop -- backward: drop dW'; rowsum(dW * W); softmax backward) instead of one row's whole chain
+// (max -> exp -> sum -> 1/sum -> W) before the next row's: the rows are short (T = 64 or 128 in
+// the GPTs, and causal rows stop at the diagonal), so a chain is mostly latency, while a pass's
+// rows are independent and the core overlaps them. A row's values between passes (its max,
+// 1/sum, rowsum) wait in red[kPassRows]; a group's rows stay in the L1/L2 cache across passes.
+// The elementwise passes walk a row's computed columns [0, ce) in whole SIMD batches (ce is a
+// multiple of the batch size at the GPTs' T and block), then one entry at a time, and write the
+// entries past the row's n visible keys as exact zeros by a select in the same pass: no fills,
+// no loops ending at n (another tail length on every row). dropout()'s multiplier of entry j is
+// keep[j] * keep_scale, i.e. mask / (1 - p) bit for bit: keep_scale if kept, else 0.
+constexpr int64_t kPassRows = 32;
+
 template <class T>
-void drop_row(const T* w, const bool* keep, T* wd, int64_t n, int64_t ce, T keep_scale) {
-  vec::mul_keep_mask(w, keep, keep_scale, wd, n);
-  std::fill(wd + n, wd + ce, T(0));
+inline T keep_factor(const bool* keep, int64_t j, T keep_scale) {
+  return static_cast<T>(reinterpret_cast<const uint8_t*>(keep)[j]) * keep_scale;
+}
+
+#if XGRAD_HAVE_XSIMD
+template <class T>
+using Batch = xsimd::batch<T>;
+
+// lanes l < k of a batch (none for k <= 0)
+template <class T>
+inline auto lanes_below(int64_t k) {
+  static_assert(Batch<T>::size <= 16);
+  alignas(64) static constexpr T kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return Batch<T>::load_aligned(kIota) < Batch<T>(static_cast<T>(std::min<int64_t>(k, 16)));
+}
+
+// keep_factor of the batch at keep: keep_scale where the mask byte is set, else 0
+template <class T>
+inline Batch<T> keep_factors(const bool* keep, const Batch<T>& keep_scale) {
+  using B = Batch<T>;
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (sizeof(B) == 64) {  // AVX-512: the bytes tested straight into a lane mask
+    const auto* p = reinterpret_cast<const __m128i*>(keep);
+    const __m128i k = B::size == 16 ? _mm_loadu_si128(p) : _mm_loadl_epi64(p);
+    const typename B::batch_bool_type set(
+        static_cast<typename B::batch_bool_type::register_type>(_mm_test_epi8_mask(k, k)));
+    return xsimd::select(set, keep_scale, B(T(0)));
+  }
+#endif
+  alignas(64) T f[B::size];
+  for (std::size_t l = 0; l < B::size; ++l) f[l] = keep[l] ? T(1) : T(0);
+  return B::load_aligned(f) * keep_scale;
+}
+#endif
+
+// Pads the row's scores with -inf on [n, ne), the entries the softmax has to see as masked,
+// with one whole-batch store per batch (when ne is a multiple of the batch size): the max's
+// batch loads right after can take their data from those stores, not from a fill's narrower
+// ones (that waits until they reach the cache).
+template <class T>
+void pad_row(T* row, int64_t n, int64_t ne) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+#if XGRAD_HAVE_XSIMD
+  using B = Batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  if (ne % W == 0) {
+    for (int64_t j = n / W * W; j < ne; j += W)
+      xsimd::select(lanes_below<T>(n - j), B::load_unaligned(row + j), B(ninf))
+          .store_unaligned(row + j);
+    return;
+  }
+#endif
+  std::fill(row + n, row + ne, ninf);
+}
+
+// The softmax row after its exps e (row[0, ne)) and their sum's inverse: W = e * inv on
+// [0, ne), 0 on [ne, ce), in place; with dropout (wd not null) also the dropped weights
+// wd = W * (mask / (1 - p)) on [0, n), 0 on [n, ce).
+template <class T>
+void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t n, int64_t ne,
+                   int64_t ce) {
+  int64_t j = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = Batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const B vinv(inv), vks(keep_scale), zero(T(0));
+  for (; j + W <= ce; j += W) {
+    const B x = xsimd::select(lanes_below<T>(ne - j), B::load_unaligned(row + j) * vinv, zero);
+    x.store_unaligned(row + j);
+    if (wd)
+      xsimd::select(lanes_below<T>(n - j), x * keep_factors<T>(keep + j, vks), zero)
+          .store_unaligned(wd + j);
+  }
+#endif
+  for (; j < ce; ++j) {
+    const T x = j < ne ? row[j] * inv : T(0);
+    row[j] = x;
+    if (wd) wd[j] = j < n ? x * keep_factor(keep, j, keep_scale) : T(0);
+  }
+}
+
+// dW = dW' * (mask / (1 - p)) in place, on all of [0, ce) (backward_row zeroes [n, ce))
+template <class T>
+void drop_grad_row(T* d, const bool* keep, T keep_scale, int64_t ce) {
+  int64_t j = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = Batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const B vks(keep_scale);
+  for (; j + W <= ce; j += W)
+    (B::load_unaligned(d + j) * keep_factors<T>(keep + j, vks)).store_unaligned(d + j);
+#endif
+  for (; j < ce; ++j) d[j] *= keep_factor(keep, j, keep_scale);
+}
+
+// Softmax backward of the row w (W), in place over d (dW), given s = rowsum(dW * W):
+// dS = W * (dW - s) * scale on [0, n), 0 on [n, ce); when wd is not null also the dropped
+// weights dV needs: wd = W * (mask / (1 - p)) on [0, n), 0 on [n, ce). d may be null (wd only).
+template <class T>
+void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale, T* wd,
+                  int64_t n, int64_t ce) {
+  int64_t j = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = Batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const B vs(s), vscale(scale), vks(keep_scale), zero(T(0));
+  for (; j + W <= ce; j += W) {
+    const B x = B::load_unaligned(w + j);
+    const auto live = lanes_below<T>(n - j);
+    if (d)
+      xsimd::select(live, x * (B::load_unaligned(d + j) - vs) * vscale, zero)
+          .store_unaligned(d + j);
+    if (wd) xsimd::select(live, x * keep_factors<T>(keep + j, vks), zero).store_unaligned(wd + j);
+  }
+#endif
+  for (; j < ce; ++j) {
+    if (d) d[j] = j < n ? w[j] * (d[j] - s) * scale : T(0);
+    if (wd) wd[j] = j < n ? w[j] * keep_factor(keep, j, keep_scale) : T(0);
+  }
+}
+
+// Starts loading the first row group of the row block [r0, r1) of an (., S) buffer, columns
+// [0, ce), into the cache, so that its passes find it there after the GEMM that comes first
+// (the weights and masks were written a whole forward pass or bernoulli call ago); the
+// hardware prefetcher follows the rows after it.
+template <class T>
+void prefetch_rows(const T* base, int64_t S, int64_t r0, int64_t r1, int64_t ce) {
+  constexpr int64_t kPerLine = 64 / static_cast<int64_t>(sizeof(T));
+  for (int64_t i = r0; i < std::min(r1, r0 + kPassRows); ++i)
+    for (int64_t j = 0; j < ce; j += kPerLine) __builtin_prefetch(base + i * S + j);
+}
+
+// Softmax rows [i0, i1) (at most kPassRows) of the scores in w, computed up to column ce, in
+// place: exact zeros after each row's P.valid(i) visible keys. The masked tail is padded with
+// -inf up to ne, a multiple of 16 (inside the row's storage), so that exp runs on whole SIMD
+// batches; exp(-inf) = 0 there, as for the composed chain's masked entries. With dropout (keep
+// not null) also the rows' dropped weights in wd.
+template <class T>
+void softmax_rows(const Params& P, T* w, const bool* keep, T* wd, int64_t i0, int64_t i1,
+                  int64_t ce) {
+  const int64_t S = P.S;
+  const T ks = P.keep_scale<T>();
+  auto padded = [&](int64_t n) { return std::min((n + 15) / 16 * 16, S); };
+  T red[kPassRows];
+  for (int64_t i = i0; i < i1; ++i) {  // red = the row's max
+    T* row = w + i * S;
+    const int64_t n = P.valid(i), ne = padded(n);
+    pad_row(row, n, ne);
+    red[i - i0] = vec::max(row, ne);
+  }
+  for (int64_t i = i0; i < i1; ++i) {  // e = exp(scores - max) in place; red = 1 / sum(e)
+    T* row = w + i * S;
+    const int64_t n = P.valid(i);
+    if (n > 0) red[i - i0] = T(1) / vec::exp_sub_sum<T>(row, row, padded(n), red[i - i0]);
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t n = P.valid(i);
+    normalize_row(w + i * S, red[i - i0], keep ? keep + i * S : nullptr, ks,
+                  keep ? wd + i * S : nullptr, n, padded(n), ce);
+  }
 }
 
 // ---- forward of one (L, S) attention matrix: out (L, Ev) = drop(softmax(q k^T * scale)) @ v.
@@ -157,32 +331,38 @@ void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_
                     const T* v, int64_t ldv, T* out, int64_t ldo, T* w, const bool* keep,
                     T* wd) {
   const int64_t S = P.S;
-  const T scale = static_cast<T>(P.scale), ks = P.keep_scale<T>();
+  const T scale = static_cast<T>(P.scale);
   for (int64_t r0 = 0; r0 < P.L; r0 += P.block) {
     const int64_t r1 = P.row_end(r0), ce = P.col_end(r0);
+    if (keep) prefetch_rows(keep, S, r0, r1, ce);
     // scores (r1 - r0, ce) = scale * q[r0:r1] @ k[0:ce]^T
     gemm<T>(false, true, r1 - r0, ce, P.E, scale, q + r0 * ldq, ldq, k, ldk, w + r0 * S, S);
-    for (int64_t i = r0; i < r1; ++i) {
-      T* row = w + i * S;
-      const int64_t n = P.valid(i);
-      // softmax over the visible keys, exact zeros after them. The masked tail is padded with
-      // -inf up to a multiple of 16 (inside the row's storage) so that exp runs on whole SIMD
-      // batches; exp(-inf) = 0 there, as for the composed chain's masked entries.
-      const int64_t ne = std::min((n + 15) / 16 * 16, S);
-      std::fill(row + n, row + ne, -std::numeric_limits<T>::infinity());
-      if (n > 0) {
-        const T m = vec::max(row, ne);
-        const T inv = T(1) / vec::exp_sub_sum<T>(row, row, ne, m);
-        for (int64_t j = 0; j < ne; ++j) row[j] *= inv;
-      }
-      if (ne < ce) std::fill(row + ne, row + ce, T(0));
-      if (!P.dropout) continue;
-      drop_row(row, keep + i * S, wd + i * S, n, ce, ks);
-    }
+    for (int64_t i0 = r0; i0 < r1; i0 += kPassRows)
+      softmax_rows(P, w, keep, wd, i0, std::min(i0 + kPassRows, r1), ce);
     // out[r0:r1] = W'[r0:r1, 0:ce] @ v[0:ce]   (W' = dropped weights when training)
     const T* a = P.dropout ? wd : w;
     gemm<T>(false, false, r1 - r0, P.Ev, ce, T(1), a + r0 * S, S, v, ldv, out + r0 * ldo, ldo);
   }
+}
+
+// Softmax backward of rows [i0, i1) (at most kPassRows), computed up to column ce, in place
+// over dp (dW' in, dS out; null when dq and dk are not wanted); with dropout and wd not null
+// also the rows' dropped weights W' in wd, for dV. See backward_matrix for the formulas.
+template <class T>
+void backward_rows(const Params& P, const T* w, const bool* keep, T* dp, T* wd, int64_t i0,
+                   int64_t i1, int64_t ce) {
+  const int64_t S = P.S;
+  const T scale = static_cast<T>(P.scale), ks = P.keep_scale<T>();
+  T red[kPassRows];
+  if (dp) {
+    if (keep)  // dW = dW' * (mask / (1 - p))
+      for (int64_t i = i0; i < i1; ++i) drop_grad_row(dp + i * S, keep + i * S, ks, ce);
+    for (int64_t i = i0; i < i1; ++i)  // red = rowsum(dW * W)
+      red[i - i0] = vec::dot(dp + i * S, w + i * S, P.valid(i));
+  }
+  for (int64_t i = i0; i < i1; ++i)
+    backward_row(dp ? dp + i * S : nullptr, w + i * S, dp ? red[i - i0] : T(0), scale,
+                 keep ? keep + i * S : nullptr, ks, wd ? wd + i * S : nullptr, P.valid(i), ce);
 }
 
 // ---- backward of one matrix. In the forward pass out = W' @ v with W' = drop(W) and
@@ -197,24 +377,18 @@ void backward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64
                      const bool* keep, T* dq, int64_t lddq, T* dk, int64_t lddk, T* dv,
                      int64_t lddv, T* dp, T* wd) {
   const int64_t L = P.L, S = P.S;
-  const T scale = static_cast<T>(P.scale), ks = P.keep_scale<T>();
   const bool want_s = dq || dk;
   const bool dropped = P.dropout && dv;  // dV needs W' materialised
   for (int64_t r0 = 0; r0 < L; r0 += P.block) {
     const int64_t r1 = P.row_end(r0), ce = P.col_end(r0);
+    prefetch_rows(w, S, r0, r1, ce);
+    if (keep) prefetch_rows(keep, S, r0, r1, ce);
     if (want_s)  // dW'[r0:r1, 0:ce] = dO[r0:r1] @ v[0:ce]^T
       gemm<T>(false, true, r1 - r0, ce, P.Ev, T(1), dout + r0 * lddo, lddo, v, ldv, dp + r0 * S, S);
-    for (int64_t i = r0; i < r1; ++i) {
-      const T* wr = w + i * S;
-      const int64_t n = P.valid(i);
-      if (dropped) drop_row(wr, keep + i * S, wd + i * S, n, ce, ks);
-      if (!want_s) continue;
-      T* __restrict d = dp + i * S;
-      if (P.dropout) vec::mul_keep_mask(d, keep + i * S, ks, d, n);  // dW = dW' * (mask / (1 - p))
-      const T s = vec::dot(d, wr, n);
-      for (int64_t j = 0; j < n; ++j) d[j] = wr[j] * (d[j] - s) * scale;
-      std::fill(d + n, d + ce, T(0));
-    }
+    if (want_s || dropped)
+      for (int64_t i0 = r0; i0 < r1; i0 += kPassRows)
+        backward_rows(P, w, keep, want_s ? dp : nullptr, dropped ? wd : nullptr, i0,
+                      std::min(i0 + kPassRows, r1), ce);
     if (dq)  // dQ[r0:r1] = dS[r0:r1, 0:ce] @ k[0:ce]
       gemm<T>(false, false, r1 - r0, P.E, ce, T(1), dp + r0 * S, S, k, ldk, dq + r0 * lddq, lddq);
   }
