@@ -268,67 +268,66 @@ Tensor sigmoid(const Tensor& a) {
 
 // ---------------------------------------------------------------- gelu
 // reference: torch aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and
-// GeluBackwardKernelImpl (the same constants and formulas).
+// GeluBackwardKernelImpl (the same constants and formulas). When a gradient will be needed,
+// the forward pass also writes the derivative dy/dx of every element, from the same tanh (or
+// erf) it already computed, and saves that instead of x: the backward is then one multiply,
+// dx = dy * (dy/dx), instead of evaluating the transcendental a second time. Same memory as
+// saving x (one tensor of x's size), and the same formulas as torch's backward kernel.
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   const bool tanh_approx = approximate == "tanh";
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   Tensor out = empty(a.shape(), a.dtype());
+  const bool need_grad = GradMode::is_enabled() && a.requires_grad();
+  Tensor dydx = need_grad ? empty(a.shape(), a.dtype()) : Tensor();
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
     T* py = out.data_ptr<T>();
+    T* pg = need_grad ? dydx.data_ptr<T>() : nullptr;
     const int64_t n = out.numel();
     kernels::parallel_elems(n, kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
       if (tanh_approx) {
-        // GPT-2's: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+        // GPT-2's: y = 0.5 * x * (1 + tanh(u)), u = beta * (x + kappa * x^3), so
+        // dy/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2)
         const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
-        vec::map(px + lo, py + lo, hi - lo, [=](auto v) {
-          const auto inner = beta * (v + kappa * v * v * v);
-          return T(0.5) * v * (T(1) + vec::vtanh(inner));
-        });
+        auto both = [=](auto v) {
+          const auto t = vec::vtanh(beta * (v + kappa * v * v * v));
+          const auto left = T(0.5) * v, right = T(1) + t;
+          const auto left_derivative = T(0.5) * right;
+          const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * v * v));
+          return std::make_pair(left * right, left_derivative + right_derivative);
+        };
+        if (pg) vec::map_pair(px + lo, py + lo, pg + lo, hi - lo, both);
+        else vec::map(px + lo, py + lo, hi - lo, [&](auto v) { return both(v).first; });
       } else {
-        // x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))
-        vec::map(px + lo, py + lo, hi - lo,
-                 [](auto v) { return v * T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf))); });
+        // y = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), so dy/dx = Phi(x) + x * phi(x)
+        const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
+        auto both = [=](auto v) {
+          const auto one_plus_erf = T(1) + vec::verf(v * T(kSqrtHalf));
+          const auto cdf = T(0.5) * one_plus_erf;
+          const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
+          return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);
+        };
+        if (pg) vec::map_pair(px + lo, py + lo, pg + lo, hi - lo, both);
+        else vec::map(px + lo, py + lo, hi - lo, [&](auto v) { return both(v).first; });
       }
     });
   });
-  return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
-    // in the forward pass y = x * Phi(x), so dx = dy * (Phi(x) + x * phi(x)); for the tanh
-    // form y = 0.5 x (1 + tanh(u)), u = beta (x + kappa x^3), so
-    // dx = dy * (0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2))
-    const Tensor x = contig(xs.get());
+  if (!need_grad) return out;
+  return record("GeluBackward0", out, {a}, [g = save(dydx)](const Tensor& dout, Grads& grads) {
+    // in the forward pass y = gelu(x), and it kept g = dy/dx, so dx = dout * g
+    const Tensor gc = g.get();
     const Tensor dy = contig(dout);
-    Tensor dx = empty(x.shape(), x.dtype());
-    kernels::dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
+    Tensor dx = empty(gc.shape(), gc.dtype());
+    kernels::dispatch_float(gc.dtype(), "gelu_backward", [&](auto tag) {
       using T = decltype(tag);
-      const T* px = x.data_ptr<T>();
+      const T* pg = gc.data_ptr<T>();
       const T* pdy = dy.data_ptr<T>();
       T* pdx = dx.data_ptr<T>();
-      kernels::parallel_elems(dx.numel(), kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
-        const int64_t n = hi - lo;
-        if (tanh_approx) {
-          const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
-          vec::map2(px + lo, pdy + lo, pdx + lo, n, [=](auto v, auto d) {
-            const auto x_sq = v * v;
-            const auto inner = beta * (v + kappa * x_sq * v);
-            const auto t = vec::vtanh(inner);
-            const auto left = T(0.5) * v;
-            const auto right = T(1) + t;
-            const auto left_derivative = T(0.5) * right;
-            const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * x_sq));
-            return d * (left_derivative + right_derivative);
-          });
-        } else {
-          const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
-          vec::map2(px + lo, pdy + lo, pdx + lo, n, [=](auto v, auto d) {
-            const auto cdf = T(0.5) * (T(1) + vec::verf(v * T(kSqrtHalf)));
-            const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
-            return d * (cdf + v * pdf);
-          });
-        }
+      kernels::parallel_elems(dx.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+        vec::map2(pdy + lo, pg + lo, pdx + lo, hi - lo, [](auto d, auto gv) { return d * gv; });
       });
     });
     grads.add(0, dx);

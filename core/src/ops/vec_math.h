@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #if !defined(XGRAD_NO_XSIMD) && __has_include(<xsimd/xsimd.hpp>)
 #include <xsimd/xsimd.hpp>
@@ -49,6 +51,22 @@ inline void map(const T* x, T* y, int64_t n, F&& f) {
   for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
 #endif
   for (; i < n; ++i) y[i] = f(x[i]);
+}
+
+// (y[i], z[i]) = f(x[i]) for i < n; f returns a std::pair (a value and its derivative, say).
+template <class T, class F>
+inline void map_pair(const T* x, T* y, T* z, int64_t n, F&& f) {
+  int64_t i = 0;
+#if XGRAD_HAVE_XSIMD
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  for (; i + W <= n; i += W) {
+    const auto [a, b] = f(B::load_unaligned(x + i));
+    a.store_unaligned(y + i);
+    b.store_unaligned(z + i);
+  }
+#endif
+  for (; i < n; ++i) std::tie(y[i], z[i]) = f(x[i]);
 }
 
 // y[i] = f(a[i], b[i]) for i < n.
