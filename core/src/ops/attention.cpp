@@ -242,20 +242,6 @@ void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t
   }
 }
 
-// dW = dW' * (mask / (1 - p)) in place, on all of [0, ce) (backward_row zeroes [n, ce))
-template <class T>
-void drop_grad_row(T* d, const bool* keep, T keep_scale, int64_t ce) {
-  int64_t j = 0;
-#if XGRAD_HAVE_XSIMD
-  using B = Batch<T>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  const B vks(keep_scale);
-  for (; j + W <= ce; j += W)
-    (B::load_unaligned(d + j) * keep_factors<T>(keep + j, vks)).store_unaligned(d + j);
-#endif
-  for (; j < ce; ++j) d[j] *= keep_factor(keep, j, keep_scale);
-}
-
 // Softmax backward of the row w (W), in place over d (dW), given s = rowsum(dW * W):
 // dS = W * (dW - s) * scale on [0, n), 0 on [n, ce); when wd is not null also the dropped
 // weights dV needs: wd = W * (mask / (1 - p)) on [0, n), 0 on [n, ce). d may be null (wd only).
@@ -356,7 +342,8 @@ void backward_rows(const Params& P, const T* w, const bool* keep, T* dp, T* wd, 
   T red[kPassRows];
   if (dp) {
     if (keep)  // dW = dW' * (mask / (1 - p))
-      for (int64_t i = i0; i < i1; ++i) drop_grad_row(dp + i * S, keep + i * S, ks, ce);
+      for (int64_t i = i0; i < i1; ++i)  // on all of [0, ce): backward_row zeroes [n, ce)
+        vec::mul_keep_mask(dp + i * S, keep + i * S, ks, dp + i * S, ce);
     for (int64_t i = i0; i < i1; ++i)  // red = rowsum(dW * W)
       red[i - i0] = vec::dot(dp + i * S, w + i * S, P.valid(i));
   }
