@@ -8,5 +8,6 @@
 #include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
 #include "xgrad/parallel.h"
+#include "xgrad/backend.h"
 #include "xgrad/nn.h"
 #include "xgrad/optim.h"

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "xgrad/backend.h"
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
 
@@ -98,3 +99,9 @@ bool gemm_splits(int64_t m, int64_t n, int64_t k) {
 }
 
 }  // namespace xgrad::blas
+
+extern "C" char* openblas_get_corename(void);
+
+std::string xgrad::gemm_backend() {
+  return std::string("OpenBLAS ") + openblas_get_corename() + " (cblas, one thread per block)";
+}
