@@ -13,7 +13,7 @@
 # the whole check (for machines where you manage the packages yourself).
 set -euo pipefail
 
-packages=(libxtensor-dev libxtensor-blas-dev libopenblas-dev libspdlog-dev libgtest-dev
+packages=(libxsimd-dev libxtensor-dev libxtensor-blas-dev libopenblas-dev libspdlog-dev libgtest-dev
           libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev cmake g++ make)
 
 for arg in "$@"; do

@@ -14,8 +14,7 @@
 // job at a time: a parallel_for from a second user thread while the pool is busy runs
 // serially on that thread (no waiting, no deadlock). Nested calls run serially.
 //
-// OpenBLAS is pinned to one thread here (at first use and in set_num_threads): xgrad splits
-// big GEMMs over this pool itself (ops/blas.cpp), see XTENSOR-NOTES.md "Threads".
+// Big GEMMs split their tiles over this pool too (ops/blas.cpp): one pool for every kernel.
 #include "xgrad/parallel.h"
 
 #include <algorithm>
@@ -34,9 +33,6 @@
 #endif
 
 #include "xgrad/error.h"
-
-// OpenBLAS's thread setter (in libopenblas; <cblas.h> is kept out of this file).
-extern "C" void openblas_set_num_threads(int);
 
 namespace xgrad {
 
@@ -214,11 +210,7 @@ Pool& pool() {
 }
 
 std::atomic<int>& thread_count() {
-  // first use: read the environment and keep OpenBLAS on one thread from then on
-  static std::atomic<int> n{[] {
-    openblas_set_num_threads(1);
-    return default_threads();
-  }()};
+  static std::atomic<int> n{default_threads()};  // first use reads the environment
   return n;
 }
 
@@ -232,7 +224,6 @@ void set_num_threads(int n) {
   pool();  // constructed before any use, so destroyed after it
   std::lock_guard<std::mutex> lk(pool().job_mutex());  // waits for a running job
   count.store(n, std::memory_order_relaxed);
-  openblas_set_num_threads(1);
 }
 
 int get_num_threads() { return thread_count().load(std::memory_order_relaxed); }

@@ -23,12 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#if __has_include(<xsimd/xsimd.hpp>)
 #include <xsimd/xsimd.hpp>
-#define XGRAD_HAVE_XSIMD 1
-#else
-#define XGRAD_HAVE_XSIMD 0
-#endif
 
 #include "kernels.h"
 #include "optimizer_base_impl.h"
@@ -67,7 +62,6 @@ inline V rounded(V v) {
   return v;
 }
 
-#if XGRAD_HAVE_XSIMD
 template <class T, class A>
 inline xsimd::batch<T, A> nan_max(const xsimd::batch<T, A>& old, const xsimd::batch<T, A>& v) {
   return xsimd::select((old >= v) || (old != old), old, v);
@@ -105,7 +99,6 @@ inline xsimd::batch<T, A> fused_fma(const xsimd::batch<T, A>& x, const xsimd::ba
   return xsimd::batch<T, A>::load_aligned(a);
 }
 using xsimd::sqrt;
-#endif
 inline float fused_fma(float x, float y, float z) { return std::fma(x, y, z); }
 inline double fused_fma(double x, double y, double z) { return std::fma(x, y, z); }
 using std::sqrt;
@@ -137,7 +130,6 @@ template <class T, bool kDecoupled, bool kL2, bool kAmsgrad>
 void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
                  T* __restrict vmax, int64_t n, const AdamScalars<T>& s) {
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   const AdamScalars<B> sb{B(s.decay), B(s.wd), B(s.beta1), B(s.one_minus_beta1), B(s.beta2),
@@ -151,7 +143,6 @@ void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __r
     vb.store_unaligned(v + i);
     if constexpr (kAmsgrad) xb.store_unaligned(vmax + i);
   }
-#endif
   for (; i < n; ++i) {
     T x = kAmsgrad ? vmax[i] : T(0);
     adam_element<kDecoupled, kL2, kAmsgrad>(p[i], g[i], m[i], v[i], x, s);

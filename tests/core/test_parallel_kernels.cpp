@@ -3,7 +3,7 @@
 // split (>= 2 * kernels::kGrain elements, GEMMs above blas::kParallelFlops). Threads only
 // ever split independent rows / elements / output columns / whole matrices, never one
 // output's summation, so bitwise equality is the contract, GEMMs included (each C element
-// comes from one single-threaded OpenBLAS call over the full K either way).
+// is the same chain of operations in every tile of xgrad's GEMM kernel, whatever the split).
 //
 // Adding a parallelised kernel: add a row to kCases (inputs from the seeded generator, the
 // op forward, backward with a random upstream gradient, return outputs and grads).

@@ -1,9 +1,8 @@
 // xgrad/parallel.h: xgrad's one threading layer (torch.set_num_threads / at::parallel_for).
 //
-// xgrad runs its own small thread pool and keeps OpenBLAS at one thread: large GEMMs are
-// split across the pool by xgrad itself, so the two never fight over the cores (see
-// XTENSOR-NOTES.md, "Threads"). Kernels parallelise with parallel_for; a parallel_for
-// inside another one runs serially on the calling thread.
+// xgrad runs one small thread pool of its own for every kernel, its GEMM included.
+// Kernels parallelise with parallel_for; a parallel_for inside another one runs serially on
+// the calling thread.
 #pragma once
 #include <cstdint>
 #include <functional>

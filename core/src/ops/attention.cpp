@@ -165,7 +165,6 @@ inline T keep_factor(const bool* keep, int64_t j, T keep_scale) {
   return static_cast<T>(reinterpret_cast<const uint8_t*>(keep)[j]) * keep_scale;
 }
 
-#if XGRAD_HAVE_XSIMD
 template <class T>
 using Batch = xsimd::batch<T>;
 
@@ -194,7 +193,6 @@ inline Batch<T> keep_factors(const bool* keep, const Batch<T>& keep_scale) {
   for (std::size_t l = 0; l < B::size; ++l) f[l] = keep[l] ? T(1) : T(0);
   return B::load_aligned(f) * keep_scale;
 }
-#endif
 
 // Pads the row's scores with -inf on [n, ne), the entries the softmax has to see as masked,
 // with one whole-batch store per batch (when ne is a multiple of the batch size): the max's
@@ -203,7 +201,6 @@ inline Batch<T> keep_factors(const bool* keep, const Batch<T>& keep_scale) {
 template <class T>
 void pad_row(T* row, int64_t n, int64_t ne) {
   const T ninf = -std::numeric_limits<T>::infinity();
-#if XGRAD_HAVE_XSIMD
   using B = Batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   if (ne % W == 0) {
@@ -212,7 +209,6 @@ void pad_row(T* row, int64_t n, int64_t ne) {
           .store_unaligned(row + j);
     return;
   }
-#endif
   std::fill(row + n, row + ne, ninf);
 }
 
@@ -223,7 +219,6 @@ template <class T>
 void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t n, int64_t ne,
                    int64_t ce) {
   int64_t j = 0;
-#if XGRAD_HAVE_XSIMD
   using B = Batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   const B vinv(inv), vks(keep_scale), zero(T(0));
@@ -234,7 +229,6 @@ void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t
       xsimd::select(lanes_below<T>(n - j), x * keep_factors<T>(keep + j, vks), zero)
           .store_unaligned(wd + j);
   }
-#endif
   for (; j < ce; ++j) {
     const T x = j < ne ? row[j] * inv : T(0);
     row[j] = x;
@@ -249,7 +243,6 @@ template <class T>
 void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale, T* wd,
                   int64_t n, int64_t ce) {
   int64_t j = 0;
-#if XGRAD_HAVE_XSIMD
   using B = Batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   const B vs(s), vscale(scale), vks(keep_scale), zero(T(0));
@@ -261,7 +254,6 @@ void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale
           .store_unaligned(d + j);
     if (wd) xsimd::select(live, x * keep_factors<T>(keep + j, vks), zero).store_unaligned(wd + j);
   }
-#endif
   for (; j < ce; ++j) {
     if (d) d[j] = j < n ? w[j] * (d[j] - s) * scale : T(0);
     if (wd) wd[j] = j < n ? w[j] * keep_factor(keep, j, keep_scale) : T(0);

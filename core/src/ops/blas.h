@@ -2,8 +2,8 @@
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C
 // where op(X) is X or X^T (trans_x). lda/ldb/ldc are row strides in elements of the matrices
 // as stored (for a transposed operand, the stored matrix is (k, m) or (n, k)).
-// Only blas.cpp includes <cblas.h> (it clashes with xtensor-blas, see XTENSOR-NOTES.md).
-// Large GEMMs are split over xgrad's threads (blas.cpp); OpenBLAS itself runs on one thread.
+// xgrad's own kernel runs them (gemm_kernel.h); large GEMMs split over xgrad's threads with the
+// same bits at any thread count (blas.cpp).
 #pragma once
 #include <cstdint>
 
@@ -19,7 +19,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 // Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.
 inline constexpr double kParallelFlops = 4e6;
 
-// Whether gemm would split an (m, n, k) product over the threads (outside a parallel region).
+// Whether gemm splits an (m, n, k) product over the threads (never inside a parallel region).
 bool gemm_splits(int64_t m, int64_t n, int64_t k);
 
 }  // namespace xgrad::blas

@@ -1,11 +1,10 @@
 // core/src/ops/vec_math.h (private): SIMD loops over contiguous buffers for the activation
 // and nn_functional families (softmax rows, exp, erf, tanh maps).
 //
-// With xsimd (Debian's libxsimd-dev, header-only) the maps run on xsimd::batch<T> with its
-// vectorised exp/erf/tanh (AVX-512 under -march=native, SSE2 otherwise); without it they fall
-// back to scalar std:: calls, so the library still builds (-DXGRAD_NO_XSIMD forces that). A map's functor is a generic
-// lambda called both with a batch and with a scalar (for the tail), so write it with the
-// v* helpers below and T-typed constants:
+// The maps run on xsimd::batch<T> (Debian's libxsimd-dev, header-only, required by the build)
+// with its vectorised exp/erf/tanh (AVX-512 under -march=native, SSE2 otherwise). A map's
+// functor is a generic lambda called both with a batch and with a scalar (for the tail), so
+// write it with the v* helpers below and T-typed constants:
 //
 //   vec::map(x, y, n, [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
 //
@@ -20,36 +19,22 @@
 #include <tuple>
 #include <utility>
 
-#if !defined(XGRAD_NO_XSIMD) && __has_include(<xsimd/xsimd.hpp>)
 #include <xsimd/xsimd.hpp>
-#define XGRAD_HAVE_XSIMD 1
-#else
-#define XGRAD_HAVE_XSIMD 0
-#endif
 
 namespace xgrad::vec {
 
-#if XGRAD_HAVE_XSIMD
 template <class V> inline V vexp(const V& v) { return xsimd::exp(v); }
 template <class V> inline V verf(const V& v) { return xsimd::erf(v); }
 template <class V> inline V vtanh(const V& v) { return xsimd::tanh(v); }
 template <class V> inline V vlog(const V& v) { return xsimd::log(v); }
-#else
-template <class V> inline V vexp(const V& v) { return std::exp(v); }
-template <class V> inline V verf(const V& v) { return std::erf(v); }
-template <class V> inline V vtanh(const V& v) { return std::tanh(v); }
-template <class V> inline V vlog(const V& v) { return std::log(v); }
-#endif
 
 // y[i] = f(x[i]) for i < n (x and y may alias).
 template <class T, class F>
 inline void map(const T* x, T* y, int64_t n, F&& f) {
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
-#endif
   for (; i < n; ++i) y[i] = f(x[i]);
 }
 
@@ -57,7 +42,6 @@ inline void map(const T* x, T* y, int64_t n, F&& f) {
 template <class T, class F>
 inline void map_pair(const T* x, T* y, T* z, int64_t n, F&& f) {
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   for (; i + W <= n; i += W) {
@@ -65,7 +49,6 @@ inline void map_pair(const T* x, T* y, T* z, int64_t n, F&& f) {
     a.store_unaligned(y + i);
     b.store_unaligned(z + i);
   }
-#endif
   for (; i < n; ++i) std::tie(y[i], z[i]) = f(x[i]);
 }
 
@@ -73,12 +56,10 @@ inline void map_pair(const T* x, T* y, T* z, int64_t n, F&& f) {
 template <class T, class F>
 inline void map2(const T* a, const T* b, T* y, int64_t n, F&& f) {
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   for (; i + W <= n; i += W)
     f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(y + i);
-#endif
   for (; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 
@@ -88,7 +69,6 @@ template <class T>
 inline T max(const T* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   if (n >= W) {
@@ -98,7 +78,6 @@ inline T max(const T* x, int64_t n) {
     acc.store_aligned(lanes);
     for (int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
   }
-#endif
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
@@ -108,7 +87,6 @@ template <class T>
 inline T exp_sub_sum(const T* x, T* y, int64_t n, T shift) {
   T s = 0;
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   B acc(T(0));
@@ -119,7 +97,6 @@ inline T exp_sub_sum(const T* x, T* y, int64_t n, T shift) {
     acc += e;
   }
   s = xsimd::hadd(acc);
-#endif
   for (; i < n; ++i) {
     const T e = std::exp(x[i] - shift);
     if (y) y[i] = e;
@@ -133,13 +110,11 @@ template <class T>
 inline T dot(const T* a, const T* b, int64_t n) {
   T s = 0;
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   B acc(T(0));
   for (; i + W <= n; i += W) acc = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), acc);
   s = xsimd::hadd(acc);
-#endif
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -149,13 +124,11 @@ template <class T>
 inline T sum(const T* a, int64_t n) {
   T s = 0;
   int64_t i = 0;
-#if XGRAD_HAVE_XSIMD
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   B acc(T(0));
   for (; i + W <= n; i += W) acc += B::load_unaligned(a + i);
   s = xsimd::hadd(acc);
-#endif
   for (; i < n; ++i) s += a[i];
   return s;
 }

@@ -1,0 +1,216 @@
+// core/src/ops/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
+//
+//   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C        (row-major, any lds)
+//
+// Blocked as BLIS/GotoBLAS do: B is packed a (kKC x kNC) panel at a time into slivers kNR
+// columns wide (shared by all threads), A a (kMR x kKC) tile at a time (per thread), and a
+// register-tile micro-kernel computes a kMR x kNR block of C: per k, kNV vector loads of the
+// B sliver, kMR broadcasts of A, kMR * kNV FMAs. Threads split row tiles, or slivers when C
+// has few rows; they never split k.
+//
+// Same bits at any thread count, by construction: every element of C is
+//   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
+//   c = c + alpha * (sum over the next kKC k, ...)                 ... for each k panel
+// computed by the same instructions in every tile. Edge tiles (fewer than kMR rows or kNR
+// columns) are packed zero-padded and run the same micro-kernel; their C block goes through
+// a kMR x kNR scratch tile with the same epilogue. The panel sizes are constants, so neither
+// the thread count nor a tile's position changes any element's order of operations.
+//
+// SIMD: xsimd::batch<T> of the build's architecture (-march): AVX-512 uses 14 x 2 vector
+// accumulators (28 of 32 registers), AVX2/SSE a 6 x 2 tile (12 of 16).
+#pragma once
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "xgrad/parallel.h"
+
+namespace xgrad::gemm_kernel {
+
+template <class T>
+struct Tile {
+  using V = xsimd::batch<T>;
+  static constexpr int64_t kW = static_cast<int64_t>(V::size);  // lanes per vector
+  static constexpr int64_t kNV = 2;                             // vectors per row of the tile
+  static constexpr int64_t kNR = kNV * kW;                      // tile columns
+#if XSIMD_WITH_AVX512F
+  static constexpr int64_t kMR = 14;  // tile rows: 28 accumulators + 2 B vectors + 1 broadcast
+#else
+  static constexpr int64_t kMR = 6;   // 12 accumulators of 16 registers
+#endif
+  static constexpr int64_t kKC = 256;                  // k panel (A tile: 14 KiB in L1)
+  static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // panel columns (B panel in L2)
+};
+
+// A 64-byte aligned scratch buffer per thread, grown on demand.
+template <class T, int Slot>
+T* scratch(int64_t n) {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<T, Free> buf;
+  thread_local int64_t cap = 0;
+  if (n > cap) {
+    const std::size_t bytes = (static_cast<std::size_t>(n) * sizeof(T) + 63) / 64 * 64;
+    buf.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!buf) throw std::bad_alloc();
+    cap = n;
+  }
+  return buf.get();
+}
+
+// op(X) element (i, j) of a stored row-major matrix with leading dim ld.
+template <class T>
+inline const T* at(const T* x, bool trans, int64_t ld, int64_t i, int64_t j) {
+  return trans ? x + j * ld + i : x + i * ld + j;
+}
+
+// Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a kc x kNR sliver, zero-padded beyond nr.
+template <class T>
+void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
+            T* out) {
+  constexpr int64_t NR = Tile<T>::kNR;
+  if (!tb) {  // rows of B are contiguous: copy nr at a time
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = b + (k0 + k) * ldb + j0;
+      T* dst = out + k * NR;
+      std::memcpy(dst, src, sizeof(T) * nr);
+      std::fill(dst + nr, dst + NR, T(0));
+    }
+  } else {  // B stored (n, k): column j of op(B) is row j of the storage
+    if (nr < NR) std::fill(out, out + kc * NR, T(0));
+    for (int64_t j = 0; j < nr; ++j) {
+      const T* src = b + (j0 + j) * ldb + k0;
+      for (int64_t k = 0; k < kc; ++k) out[k * NR + j] = src[k];
+    }
+  }
+}
+
+// op(A)'s element (r, k) of a tile whose top-left is at a: A stored (m, k), or (k, m) when ta.
+template <class T, bool TA>
+inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
+  return TA ? a[k * lda + r] : a[r * lda + k];
+}
+
+// The register tile: acc = A tile (kMR x kc, read in place) @ B sliver (kc x kNR, packed),
+// then the epilogue c = (first ? beta * c : c) + alpha * acc on a kMR x kNR block of C.
+template <class T, bool TA>
+inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* bp, T alpha, T beta,
+                         bool first, T* c, int64_t ldc) {
+  using V = typename Tile<T>::V;
+  constexpr int64_t MR = Tile<T>::kMR, NV = Tile<T>::kNV, W = Tile<T>::kW;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < NV; ++v) acc[r][v] = V(T(0));
+  for (int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < NV; ++v) bv[v] = V::load_aligned(bp + v * W);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < MR; ++r) {
+      const V ar(a_at<T, TA>(a, lda, r, k));  // broadcast A(r, k)
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
+    }
+    bp += NV * W;
+  }
+  const V va(alpha), vb(beta);
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < NV; ++v) {
+      T* p = c + r * ldc + v * W;
+      const V s = alpha == T(1) ? acc[r][v] : va * acc[r][v];
+      V out;
+      if (!first) out = V::load_unaligned(p) + s;
+      else if (beta == T(0)) out = s;  // BLAS: C is not read when beta is 0
+      else out = vb * V::load_unaligned(p) + s;
+      out.store_unaligned(p);
+    }
+}
+
+// One C block of mr x nr (at most kMR x kNR) from the A tile at a. A whole tile reads A in
+// place and writes C in place. A tile with fewer rows copies them, zero-padded, into a (kc,
+// kMR) scratch and reads that; one with fewer columns goes through a kMR x kNR scratch tile
+// holding C's valid part. Either way every element sees the same FMA chain and epilogue.
+template <class T>
+inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* bp, T alpha, T beta,
+                 bool first, T* c, int64_t ldc, int64_t mr, int64_t nr) {
+  constexpr int64_t MR = Tile<T>::kMR, NR = Tile<T>::kNR;
+  T* cc = c;
+  int64_t ldcc = ldc;
+  alignas(64) T ct[MR * NR];
+  if (mr < MR || nr < NR) {
+    cc = ct;
+    ldcc = NR;
+    if (!first || beta != T(0))
+      for (int64_t r = 0; r < mr; ++r) std::copy(c + r * ldc, c + r * ldc + nr, ct + r * NR);
+  }
+  if (mr == MR) {
+    if (ta) micro_kernel<T, true>(kc, a, lda, bp, alpha, beta, first, cc, ldcc);
+    else micro_kernel<T, false>(kc, a, lda, bp, alpha, beta, first, cc, ldcc);
+  } else {
+    T* ap = scratch<T, 1>(kc * MR);  // (kc, kMR): A(r, k) at ap[k * kMR + r]
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t r = 0; r < MR; ++r) ap[k * MR + r] = r < mr ? *at(a, ta, lda, r, k) : T(0);
+    micro_kernel<T, true>(kc, ap, MR, bp, alpha, beta, first, cc, ldcc);
+  }
+  if (cc != c)
+    for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
+}
+
+// The whole product; threads > 1 splits tiles over xgrad's pool (never k).
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc, bool threaded) {
+  using L = Tile<T>;
+  constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  const int64_t mt = (m + MR - 1) / MR;
+  for (int64_t j0 = 0; j0 < n; j0 += NC) {
+    const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
+    for (int64_t k0 = 0; k0 < k; k0 += KC) {
+      const int64_t kc = std::min(KC, k - k0);
+      const bool first = k0 == 0;
+      T* bpanel = scratch<T, 0>(nt * kc * NR);
+      auto pack_slivers = [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s)
+          pack_b(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+      };
+      // rows of tiles [t0, t1) against slivers [s0, s1)
+      auto compute = [&](int64_t t0, int64_t t1, int64_t s0, int64_t s1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
+          for (int64_t s = s0; s < s1; ++s) {
+            const int64_t jj = j0 + s * NR;
+            tile(kc, at(a, ta, lda, i0, k0), ta, lda, bpanel + s * kc * NR, alpha, beta, first,
+                 c + i0 * ldc + jj, ldc, mr, std::min(NR, n - jj));
+          }
+        }
+      };
+      if (!threaded) {
+        pack_slivers(0, nt);
+        compute(0, mt, 0, nt);
+        continue;
+      }
+      parallel_for(0, nt, 1, pack_slivers);
+      if (mt >= nt)
+        parallel_for(0, mt, 1, [&](int64_t t0, int64_t t1) { compute(t0, t1, 0, nt); });
+      else
+        parallel_for(0, nt, 1, [&](int64_t s0, int64_t s1) { compute(0, mt, s0, s1); });
+    }
+  }
+}
+
+}  // namespace xgrad::gemm_kernel

@@ -1,0 +1,123 @@
+// tests/core/test_gemm.cpp: xgrad's own GEMM kernel (core/src/ops/gemm_kernel.h) through
+// matmul, against a plain triple loop in double precision (its composed twin), on the shapes
+// where a blocked kernel goes wrong: sizes that are not multiples of the register tile
+// (edge rows and columns), k across the k-panel boundary (256), n across the column-panel
+// boundary, operands stored transposed, tiny and empty sizes; and the same bits at 1, 2
+// and 3 threads for each, since the kernel promises that by construction.
+//
+// Adding a case: a row in kShapes (m, n, k, A stored transposed, B stored transposed).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "thread_count.h"
+#include "xgrad/xgrad.h"
+
+namespace xgrad {
+namespace {
+
+struct GemmShape {
+  int64_t m, n, k;
+  bool ta, tb;  // operand stored transposed: a is a (k, m) tensor's .t(), b an (n, k)'s
+};
+
+std::ostream& operator<<(std::ostream& os, const GemmShape& s) {
+  return os << s.m << "x" << s.n << "x" << s.k << (s.ta ? "_At" : "") << (s.tb ? "_Bt" : "");
+}
+
+const GemmShape kShapes[] = {
+    {1, 1, 1, false, false},      {3, 5, 2, true, true},        {13, 31, 7, false, true},
+    {14, 32, 256, false, false},  {15, 33, 257, true, false},   {29, 65, 513, false, true},
+    {100, 769, 300, true, true},  {5, 1000, 600, false, false}, {300, 20, 700, true, false},
+    {2048, 64, 256, false, true}, {256, 64, 2048, true, false}, {97, 1537, 64, false, false},
+};
+
+Tensor operand(int64_t rows, int64_t cols, bool transposed, Generator& g, DType dt) {
+  // a (rows, cols) matrix, stored as is or as the transpose of a contiguous (cols, rows) one
+  return transposed ? randn({cols, rows}, &g, dt).t() : randn({rows, cols}, &g, dt);
+}
+
+// sum_k a[i][k] * b[k][j] in double, and sum_k |a[i][k] * b[k][j]| as the error scale
+void reference(const Tensor& a, const Tensor& b, std::vector<double>& c, std::vector<double>& mag) {
+  const Tensor a64 = a.to(kFloat64).contiguous(), b64 = b.to(kFloat64).contiguous();
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const double* pa = a64.data_ptr<double>();
+  const double* pb = b64.data_ptr<double>();
+  c.assign(m * n, 0.0);
+  mag.assign(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) {
+        c[i * n + j] += pa[i * k + p] * pb[p * n + j];
+        mag[i * n + j] += std::fabs(pa[i * k + p] * pb[p * n + j]);
+      }
+}
+
+class Gemm : public ::testing::TestWithParam<std::tuple<GemmShape, DType>> {};
+
+TEST_P(Gemm, MatchesTheTripleLoopAndHasTheSameBitsAtAnyThreadCount) {
+  const auto [s, dt] = GetParam();
+  Generator g(7);
+  const Tensor a = operand(s.m, s.k, s.ta, g, dt), b = operand(s.k, s.n, s.tb, g, dt);
+  ASSERT_EQ(a.is_contiguous(), !s.ta || s.m == 1 || s.k == 1);
+  std::vector<double> ref, mag;
+  reference(a, b, ref, mag);
+  // float32: each product and partial sum rounds once, so |err| <= k * eps * sum |a b|
+  const double eps = dt == kFloat32 ? 6e-8 : 1.2e-16;
+  std::vector<Tensor> outs;
+  for (int threads : {1, 2, 3}) {
+    testing::ThreadCount tc(threads);
+    outs.push_back(matmul(a, b).contiguous());
+  }
+  const Tensor c = outs[0].to(kFloat64);
+  ASSERT_EQ(c.shape(), (Shape{s.m, s.n}));
+  const double* pc = c.data_ptr<double>();
+  for (int64_t i = 0; i < s.m * s.n; ++i) {
+    const double tol = (double(s.k) + 2) * eps * mag[i] + 1e-30;
+    ASSERT_LE(std::fabs(pc[i] - ref[i]), tol)
+        << "element (" << i / s.n << ", " << i % s.n << ") of " << s << ": " << pc[i] << " vs "
+        << ref[i];
+  }
+  const std::size_t bytes = static_cast<std::size_t>(s.m * s.n) * itemsize(dt);
+  for (std::size_t t = 1; t < outs.size(); ++t)
+    EXPECT_EQ(std::memcmp(outs[0].raw_data_ptr(), outs[t].raw_data_ptr(), bytes), 0)
+        << s << ": different bits at " << t + 1 << " threads than at 1";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Gemm, ::testing::Combine(::testing::ValuesIn(kShapes),
+                                     ::testing::Values(kFloat32, kFloat64)),
+    [](const ::testing::TestParamInfo<std::tuple<GemmShape, DType>>& i) {
+      std::ostringstream os;
+      os << std::get<0>(i.param) << "_" << dtype_name(std::get<1>(i.param));
+      return os.str();
+    });
+
+// NaN and inf in an operand reach exactly the outputs whose sums include them (no padding or
+// edge-tile value leaks into its neighbours, nothing is dropped).
+TEST(Gemm, NonFiniteValuesStayInTheirRowsAndColumns) {
+  Generator g(3);
+  Tensor a = randn({17, 40}, &g), b = randn({40, 35}, &g);
+  a.data_ptr<float>()[5 * 40 + 3] = NAN;        // row 5 of A
+  b.data_ptr<float>()[7 * 35 + 34] = INFINITY;  // column 34 of B (the edge sliver)
+  const Tensor c = matmul(a, b);
+  for (int64_t i = 0; i < 17; ++i)
+    for (int64_t j = 0; j < 35; ++j) {
+      const float v = c.data_ptr<float>()[i * 35 + j];
+      if (i == 5) EXPECT_TRUE(std::isnan(v)) << i << "," << j;
+      else if (j == 34) EXPECT_FALSE(std::isfinite(v)) << i << "," << j;
+      else EXPECT_TRUE(std::isfinite(v)) << i << "," << j;
+    }
+}
+
+TEST(Gemm, BackendIsNamed) {
+  EXPECT_NE(gemm_backend().find("xgrad"), std::string::npos) << gemm_backend();
+  EXPECT_FALSE(simd_level().empty());
+}
+
+}  // namespace
+}  // namespace xgrad
