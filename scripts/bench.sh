@@ -203,7 +203,8 @@ if [[ $mode == ops ]]; then
     log "ops: checking torch's losses with OPENBLAS_CORETYPE=$torch_coretype"
     for ct in "" "$torch_coretype"; do
       torch_env_for 1 "" "$ct"
-      run_to "$tmp/ops/check${ct:+_$ct}.json" "{}" "${torch_env[@]}" -- \
+      run_to "$tmp/ops/check${ct:+_$ct}.json" \
+        "{\"torch_mode\": \"torch 1 / OpenBLAS 1${ct:+, OPENBLAS_CORETYPE=$ct}\"}" "${torch_env[@]}" -- \
         "$py" "$root/bench/pytorch/gpt_bench.py" --config tiny --threads 1 --warmup 0 --steps 3 ||
         true
     done
