@@ -24,7 +24,8 @@
 # and PyTorch alternate (same config, same thread count, back to back), and the machine's
 # ceilings are measured in the same run, at its start and its end (the best counts): the
 # float32 FMA peak (build/bench/fma_peak --threads N: independent AVX-512 and AVX2 FMA chains
-# per thread), which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)),
+# per thread, over each thread's CPU time: the core's ceiling however busy the machine is),
+# which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)),
 # and the 1024^3 sgemm probe through xgrad's GEMM and through OpenBLAS's own threads, printed
 # next to it. Every xgrad line records the build's xgrad::simd_level() and gemm_backend().
 # Threads: xgrad uses its own pool (gpt_bench --threads N; OpenBLAS pinned to one thread,
@@ -109,8 +110,9 @@ report="$root/bench/pytorch/report.py"
 # torch's extra modes: the same thread modes with OPENBLAS_CORETYPE=$torch_coretype, only
 # where they differ from what torch runs anyway and the CPU can run those kernels
 torch_coretype=${XGRAD_TORCH_CORETYPE-SkylakeX}
+env_coretype=${OPENBLAS_CORETYPE:-}
 if [[ -n $torch_coretype ]]; then
-  if [[ ${OPENBLAS_CORETYPE:-} == "$torch_coretype" ]]; then
+  if [[ ${env_coretype,,} == "${torch_coretype,,}" ]]; then  # OpenBLAS ignores the case
     log "OPENBLAS_CORETYPE is $torch_coretype already: no extra torch modes"
     torch_coretype=
   elif [[ $torch_coretype == SkylakeX ]] && ! grep -qw avx512f /proc/cpuinfo; then

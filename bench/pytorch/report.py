@@ -268,9 +268,12 @@ def report_train(results_dir, out_json):
     print("GF/s by " + FLOP_FORMULA)
     print("MFU = GF/s / (threads x the FMA peak per core); fwd MFU: forward only, a third of "
           "the step's FLOPs")
-    print("sgemm probe (1024^3, best of 15; for reference, not MFU's): " +
-          "; ".join(f"{t} thr xgrad GEMM {g['xgrad']:.1f}, OpenBLAS {g['openblas']:.1f} GF/s"
-                    for t, g in sorted(sgemm.items())))
+    def of_peak(t, g):
+        return f" ({pct(g / (t * per_core))} of peak)" if per_core else ""
+    print("sgemm probe (1024^3, best of 15; for reference, not MFU's): " + "; ".join(
+        f"{t} thr xgrad GEMM {g['xgrad']:.1f}{of_peak(t, g['xgrad'])}, "
+        f"OpenBLAS {g['openblas']:.1f}{of_peak(t, g['openblas'])} GF/s"
+        for t, g in sorted(sgemm.items())))
     for c in checks:
         print(c["line"])
 
