@@ -11,7 +11,8 @@
 // One training step = forward, cross-entropy over all positions, backward, AdamW (lr 3e-4,
 // weight decay 0.1), zero_grad; on random token batches made before timing. --warmup steps
 // are untimed, then the median of --steps timed steps. Prints one JSON line with the median
-// step time, tokens/s and this process's peak RSS (VmHWM from /proc/self/status).
+// step time, tokens/s, this process's peak RSS (VmHWM from /proc/self/status) and what the
+// build runs on (xgrad::simd_level(), xgrad::gemm_backend(): "simd_level", "gemm_backend").
 //
 // --profile times the forward pass per op family at the module level (a mirror of
 // GPTModel::forward that calls the same submodules and ops, checked against the real
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "xgrad/autograd.h"
+#include "xgrad/backend.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
@@ -74,6 +76,22 @@ std::string json_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6f", v);
   return buf;
+}
+
+// A JSON string literal of s.
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+// `"simd_level": ..., "gemm_backend": ...`: which kernels produced this line's numbers.
+std::string backend_json() {
+  return "\"simd_level\": " + json_string(xgrad::simd_level()) +
+         ", \"gemm_backend\": " + json_string(xgrad::gemm_backend());
 }
 
 struct Options {
@@ -180,8 +198,8 @@ int sgemm_peak(int threads) {
   xgrad::set_num_threads(threads);  // back to xgrad's setting (OpenBLAS on one thread)
   std::printf("{\"impl\": \"sgemm\", \"via\": \"xgrad\", \"n\": %d, \"threads\": %d, "
               "\"gflops_best\": %.2f, \"gflops_median\": %.2f, \"openblas_gflops_best\": %.2f, "
-              "\"openblas_gflops_median\": %.2f}\n",
-              n, threads, xg.first, xg.second, ob.first, ob.second);
+              "\"openblas_gflops_median\": %.2f, %s}\n",
+              n, threads, xg.first, xg.second, ob.first, ob.second, backend_json().c_str());
   return 0;
 }
 
@@ -439,13 +457,15 @@ int run(const Options& o) {
               "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
               "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
               "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
-              "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f}\n",
+              "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
+              "%s}\n",
               o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T,
               (long)bc.gpt.emb_dim, (long)bc.gpt.n_layers, (long)n_params,
               (long)(n_params - n_emb), times.size(), 1e3 * step_s,
               1e3 * *std::min_element(times.begin(), times.end()),
               1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
-              json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb());
+              json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb(),
+              backend_json().c_str());
   return 0;
 }
 

@@ -1,7 +1,10 @@
 // bench/ops_bench.cpp: op micro-benchmarks (forward + backward) for the attention path, at a
-// GPT-sized shape and at a tiny shape where per-op overhead dominates. Its PyTorch twin is
-// bench/pytorch/ops_bench.py: the same cases, by the same names, computing the same thing;
-// scripts/bench.sh --ops runs both and prints them side by side.
+// GPT-sized shape and at a tiny shape where per-op overhead dominates; the GPT's other
+// element-wise and row ops (gelu, layer_norm, cross_entropy, dropout: forward + backward, and
+// forward only as "<op>_fwd") and one AdamW step at GPT sizes, so that a kernel falling back
+// to scalar code shows at once. Its PyTorch twin is bench/pytorch/ops_bench.py: the same
+// cases, by the same names, computing the same thing; scripts/bench.sh --ops runs both and
+// prints them side by side.
 //
 //   build/bench/ops_bench                       all cases (Google Benchmark flags work too)
 //   build/bench/ops_bench --threads=2           xgrad::set_num_threads (else XGRAD_NUM_THREADS,
@@ -10,7 +13,9 @@
 //
 // Every case is named "<op>/<shape>" and measures one iteration of: forward, then backward
 // with a fixed upstream gradient, with the leaves' .grad reset to none first (as
-// `x.grad = None` in torch). Times are wall-clock (UseRealTime), so BLAS threads count.
+// `x.grad = None` in torch); "<op>_fwd/<shape>" the forward alone, without grad. Times are
+// wall-clock (UseRealTime), so BLAS threads count. The JSON's context records the build's
+// simd_level and gemm_backend.
 //
 // Adding a case: add a row to the table in register_cases() and the same row to CASES in
 // bench/pytorch/ops_bench.py (same name, same shapes, same computation).
@@ -24,8 +29,10 @@
 #include <vector>
 
 #include "xgrad/autograd.h"
+#include "xgrad/backend.h"
 #include "xgrad/nn.h"
 #include "xgrad/ops.h"
+#include "xgrad/optim/adam.h"
 #include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
@@ -173,6 +180,89 @@ Case sdpa_case(const Shape& s, bool fused, double p = 0.0) {
   }};
 }
 
+// ---- the GPT's element-wise and row ops: "<op>/<shape>" forward + backward, "<op>_fwd/<shape>"
+// forward only (NoGradGuard)
+
+// Runs one iteration of a case: forward only without grad, or forward then backward(g)
+// (an undefined g: the output is a scalar loss).
+template <class Forward>
+void forward_backward(bool backward, const Tensor& g, Forward&& forward) {
+  if (!backward) {
+    xgrad::NoGradGuard no_grad;
+    benchmark::DoNotOptimize(forward());
+    return;
+  }
+  Tensor out = forward();
+  if (g.defined()) out.backward(g);
+  else out.backward();
+}
+
+std::string case_name(const std::string& op, bool backward, const Shape& s) {
+  return op + (backward ? "" : "_fwd") + "/" + shape_str(s);
+}
+
+// gelu(x, approximate="tanh"), as the GPT's feed-forward runs it.
+Case gelu_case(const Shape& s, bool backward) {
+  return {case_name("gelu", backward, s), [s, backward] {
+    Tensor x = leaf(s), g = xgrad::randn(s);
+    return std::function<void()>([x, g, backward]() mutable {
+      x.set_grad(Tensor());
+      forward_backward(backward, g, [&] { return xgrad::gelu(x, "tanh"); });
+    });
+  }};
+}
+
+// layer_norm over the last dim (size d) with weight and bias (d), eps 1e-5.
+Case layer_norm_case(const Shape& s, bool backward) {
+  return {case_name("layer_norm", backward, s), [s, backward] {
+    const int64_t d = s.back();
+    Tensor x = leaf(s), w = leaf({d}), b = leaf({d}), g = xgrad::randn(s);
+    return std::function<void()>([x, w, b, g, d, backward]() mutable {
+      for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+      forward_backward(backward, g, [&] { return xgrad::layer_norm(x, {d}, w, b); });
+    });
+  }};
+}
+
+// cross_entropy of logits (N, C) against int64 targets (N), mean over N: the GPT's loss.
+Case cross_entropy_case(const Shape& s, bool backward) {
+  return {case_name("cross_entropy", backward, s), [s, backward] {
+    Tensor logits = leaf(s), targets = xgrad::randint(0, s[1], {s[0]});
+    return std::function<void()>([logits, targets, backward]() mutable {
+      logits.set_grad(Tensor());
+      forward_backward(backward, Tensor(), [&] { return xgrad::cross_entropy(logits, targets); });
+    });
+  }};
+}
+
+// dropout(x, p = 0.1), training: a fresh mask every iteration.
+Case dropout_case(const Shape& s, bool backward) {
+  return {case_name("dropout", backward, s), [s, backward] {
+    Tensor x = leaf(s), g = xgrad::randn(s);
+    return std::function<void()>([x, g, backward]() mutable {
+      x.set_grad(Tensor());
+      forward_backward(backward, g, [&] { return xgrad::dropout(x, 0.1, true); });
+    });
+  }};
+}
+
+// One AdamW step (lr 3e-4, weight decay 0.1, as gpt_bench) over the parameters of the
+// `medium` GPT of gpt_bench.cpp (10.8M floats) with random gradients; the moments are
+// allocated by a first step before timing.
+Case adamw_case() {
+  return {"adamw/gpt_medium", [] {
+    const xgrad::nn::GPTConfig cfg{.vocab_size = 96, .context_length = 256, .emb_dim = 384,
+                                   .n_heads = 6, .n_layers = 6, .drop_rate = 0.1,
+                                   .qkv_bias = false};
+    auto model = std::make_shared<xgrad::nn::GPTModel>(cfg);
+    for (Tensor& p : model->parameters()) p.set_grad(xgrad::randn(p.shape()));
+    auto opt = std::make_shared<xgrad::optim::AdamW>(
+        model->parameters(), xgrad::optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
+    opt->step();
+    return std::function<void()>([model, opt] { opt->step(); });
+  }};
+}
+
 // Per-op overhead: a 4-element add with grad mode off, recording a node (graph dropped),
 // and forward + backward.
 std::vector<Case> overhead_cases() {
@@ -224,6 +314,15 @@ std::vector<Case> all_cases() {
     for (bool fused : {true, false}) cases.push_back(sdpa_case(bhtd, fused));
   for (const Shape& bhtd : {Shape{32, 4, 64, 16}, Shape{16, 4, 128, 32}, Shape{8, 6, 256, 64}})
     cases.push_back(sdpa_case(bhtd, true, 0.1));
+  // the small GPT of gpt_bench.cpp (batch 16, T 128, d 128, vocab 96): its feed-forward
+  // hidden (B, T, 4d), its residual stream (B, T, d), its logits (B * T, vocab)
+  for (bool backward : {true, false}) {
+    cases.push_back(gelu_case({16, 128, 512}, backward));
+    cases.push_back(layer_norm_case({16, 128, 128}, backward));
+    cases.push_back(cross_entropy_case({2048, 96}, backward));
+    cases.push_back(dropout_case({16, 128, 512}, backward));
+  }
+  cases.push_back(adamw_case());
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
   return cases;
 }
@@ -241,6 +340,8 @@ int main(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   int n = static_cast<int>(args.size());
+  benchmark::AddCustomContext("simd_level", xgrad::simd_level());
+  benchmark::AddCustomContext("gemm_backend", xgrad::gemm_backend());
   xgrad::manual_seed(0);
   for (const Case& c : all_cases()) {
     auto setup = c.setup;

@@ -9,21 +9,36 @@
 #                               goes to the "ops" section of bench/results/latest.json
 #   scripts/bench.sh --quick    a smoke check: few steps, tiny and small only; the JSON goes
 #                               to ${TMPDIR:-/tmp}/xgrad-bench-quick.json, not to latest.json
+#   scripts/bench.sh --peak     the machine's ceilings only: the FMA peak (bench/fma_peak.cpp)
+#                               and the sgemm probe (gpt_bench --sgemm-peak) at 1 and --threads
+#                               threads, one JSON line each; writes nothing
 #
 # Options: --configs tiny,small,medium   --threads 1,2   --steps N (timed, default 20)
 #          --warmup N (default 5)   --no-build (use the existing binaries)
 # Environment: XGRAD_BUILD_DIR (build), XGRAD_JOBS (nproc), XGRAD_SKIP_DEPS=1 (do not check
 # packages), XGRAD_KEEP_TMP=1 (keep the per-process results), XGRAD_PYTHON (/usr/bin/python3,
-# the interpreter Debian's python3-torch installs into).
+# the interpreter Debian's python3-torch installs into), XGRAD_TORCH_CORETYPE (SkylakeX: the
+# OPENBLAS_CORETYPE torch's extra modes run with; empty: no extra modes).
 #
 # How it measures: every measurement is its own process (so each peak RSS is its own), xgrad
-# and PyTorch alternate (same config, same thread count, back to back), and the sgemm peak
-# that MFU is relative to is measured in the same run. Threads: xgrad uses its own pool
-# (gpt_bench --threads N; OpenBLAS pinned to one thread, GEMMs split by xgrad). PyTorch at
-# 1 thread: torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1. At 2 threads PyTorch gets its
-# best of three modes: torch 2 / OpenBLAS 1, torch 1 / OpenBLAS 2, both 2 with
-# OMP_WAIT_POLICY=PASSIVE; a short probe of each picks the mode for the full run. Numbers
-# depend on what else runs on the machine: compare ratios, not runs.
+# and PyTorch alternate (same config, same thread count, back to back), and the machine's
+# ceilings are measured in the same run, at its start and its end (the best counts): the
+# float32 FMA peak (build/bench/fma_peak --threads N: independent AVX-512 and AVX2 FMA chains
+# per thread, over each thread's CPU time: the core's ceiling however busy the machine is),
+# which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)),
+# and the 1024^3 sgemm probe through xgrad's GEMM and through OpenBLAS's own threads, printed
+# next to it. Every xgrad line records the build's xgrad::simd_level() and gemm_backend().
+# Threads: xgrad uses its own pool (gpt_bench --threads N; OpenBLAS pinned to one thread,
+# GEMMs split by xgrad). PyTorch at 1 thread: torch.set_num_threads(1),
+# OPENBLAS_NUM_THREADS=1. At 2 threads PyTorch's thread modes are torch 2 / OpenBLAS 1,
+# torch 1 / OpenBLAS 2, both 2 with OMP_WAIT_POLICY=PASSIVE. On a CPU with AVX-512 each mode
+# also runs with OPENBLAS_CORETYPE=SkylakeX (OpenBLAS's AVX-512 kernels: what a torch user
+# gets without a Haswell pin), set in that torch process only, never for xgrad; such a mode
+# is a candidate only when its probe's first and last losses equal the same mode's without
+# it within 1e-5 (the check is printed). A short probe of each candidate picks torch's best
+# mode, which runs the full measurement and counts in every ratio (--ops: the fastest torch
+# run counts per case). Numbers depend on what else runs on the machine: compare ratios, not
+# runs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,6 +54,7 @@ configs_given=0
 while (( $# )); do
   case "$1" in
     --ops) mode=ops ;;
+    --peak) mode=peak ;;
     --quick) quick=1 ;;
     --no-build) build=0 ;;
     --configs) configs=${2:?--configs needs a list}; configs_given=1; shift ;;
@@ -74,7 +90,7 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
   echo "bench.sh: $py cannot import torch (scripts/deps.sh --torch installs python3-torch)" >&2
   exit 1
 fi
-targets=(gpt_bench)
+targets=(gpt_bench fma_peak)
 [[ $mode == ops ]] && targets=(ops_bench)
 if (( build )); then
   log "building ${targets[*]} (Release) in $build_dir"
@@ -88,13 +104,29 @@ for t in "${targets[@]}"; do
   fi
 done
 gpt_bench="$build_dir/bench/gpt_bench"
+fma_peak="$build_dir/bench/fma_peak"
+report="$root/bench/pytorch/report.py"
+
+# torch's extra modes: the same thread modes with OPENBLAS_CORETYPE=$torch_coretype, only
+# where they differ from what torch runs anyway and the CPU can run those kernels
+torch_coretype=${XGRAD_TORCH_CORETYPE-SkylakeX}
+env_coretype=${OPENBLAS_CORETYPE:-}
+if [[ -n $torch_coretype ]]; then
+  if [[ ${env_coretype,,} == "${torch_coretype,,}" ]]; then  # OpenBLAS ignores the case
+    log "OPENBLAS_CORETYPE is $torch_coretype already: no extra torch modes"
+    torch_coretype=
+  elif [[ $torch_coretype == SkylakeX ]] && ! grep -qw avx512f /proc/cpuinfo; then
+    log "no AVX-512 on this CPU: no OPENBLAS_CORETYPE=SkylakeX torch modes"
+    torch_coretype=
+  fi
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xgrad-bench.XXXXXX")
 cleanup() {
   if [[ "${XGRAD_KEEP_TMP:-0}" == 1 ]]; then echo "bench.sh: kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
-mkdir -p "$tmp/train" "$tmp/sgemm" "$tmp/ops"
+mkdir -p "$tmp/train" "$tmp/sgemm" "$tmp/fma" "$tmp/ops"
 cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_start"
 failures=0
 
@@ -126,6 +158,20 @@ for l in open(sys.argv[1]):
 print(v)' "$1"
 }
 
+# torch_env_for OPENBLAS_THREADS WAIT_POLICY CORETYPE: sets torch_env, the environment of one
+# torch process (an empty WAIT_POLICY or CORETYPE is left unset)
+torch_env_for() {
+  torch_env=(OPENBLAS_NUM_THREADS="$1")
+  if [[ -n $2 ]]; then torch_env+=(OMP_WAIT_POLICY="$2"); fi
+  if [[ -n $3 ]]; then torch_env+=(OPENBLAS_CORETYPE="$3"); fi
+}
+
+# losses_agree BASE_FILE VARIANT_FILE: prints the check; true when the OPENBLAS_CORETYPE
+# variant's first and last losses equal its base mode's within 1e-5
+losses_agree() {
+  "$py" "$report" check-losses "$1" "$2" "$tmp/coretype_checks.jsonl" >&2
+}
+
 sgemm_probe() {
   local tag=$1 t
   for t in "${thread_arr[@]}"; do
@@ -134,27 +180,59 @@ sgemm_probe() {
   done
 }
 
+# the FMA peak at 1 thread (MFU's per-core peak) and at every --threads count
+fma_probe() {
+  local tag=$1 t
+  for t in $(printf '%s\n' 1 "${thread_arr[@]}" | sort -nu); do
+    run_to "$tmp/fma/${tag}_t$t.json" "{}" -- "$fma_peak" --threads "$t" || true
+  done
+}
+
+# ---- --peak: the ceilings only
+if [[ $mode == peak ]]; then
+  log "FMA peak and sgemm probes"
+  fma_probe peak
+  sgemm_probe peak
+  cat "$tmp"/fma/*.json "$tmp"/sgemm/*.json | grep '^{"impl'
+  exit $(( failures > 0 ))
+fi
+
 # ---- part A: op micro-benchmarks
 if [[ $mode == ops ]]; then
   if (( quick )); then reps=3 min_time=0.02; else reps=5 min_time=0.1; fi
+  if [[ -n $torch_coretype ]]; then
+    # the same check the training modes pass: a few tiny training steps with both kernel sets
+    log "ops: checking torch's losses with OPENBLAS_CORETYPE=$torch_coretype"
+    for ct in "" "$torch_coretype"; do
+      torch_env_for 1 "" "$ct"
+      run_to "$tmp/ops/check${ct:+_$ct}.json" \
+        "{\"torch_mode\": \"torch 1 / OpenBLAS 1${ct:+, OPENBLAS_CORETYPE=$ct}\"}" "${torch_env[@]}" -- \
+        "$py" "$root/bench/pytorch/gpt_bench.py" --config tiny --threads 1 --warmup 0 --steps 3 ||
+        true
+    done
+    losses_agree "$tmp/ops/check.json" "$tmp/ops/check_$torch_coretype.json" || torch_coretype=
+  fi
   for t in "${thread_arr[@]}"; do
     log "ops: xgrad, $t thread(s)"
     run_to "$tmp/ops/xgrad_t$t.log" "" OPENBLAS_NUM_THREADS="$t" -- \
       "$build_dir/bench/ops_bench" --threads="$t" --benchmark_repetitions="$reps" \
       --benchmark_min_time="$min_time" --benchmark_report_aggregates_only=true \
       --benchmark_out="$tmp/ops/xgrad_t$t.json" --benchmark_out_format=json || true
-    log "ops: torch, $t thread(s)"
-    run_to "$tmp/ops/torch_t$t.log" "" OPENBLAS_NUM_THREADS="$t" -- \
-      "$py" "$root/bench/pytorch/ops_bench.py" --threads "$t" --repetitions "$reps" \
-      --min-time "$min_time" --json "$tmp/ops/torch_t$t.json" || true
-    if (( t > 1 )); then
-      # OpenMP's spinning threads suffer when the other core is busy: torch also gets a run
-      # with OMP_WAIT_POLICY=PASSIVE, and the faster of the two counts per case
-      log "ops: torch, $t thread(s), OMP_WAIT_POLICY=PASSIVE"
-      run_to "$tmp/ops/torch_t$t.passive.log" "" OPENBLAS_NUM_THREADS="$t" OMP_WAIT_POLICY=PASSIVE -- \
-        "$py" "$root/bench/pytorch/ops_bench.py" --threads "$t" --repetitions "$reps" \
-        --min-time "$min_time" --json "$tmp/ops/torch_t$t.passive.json" || true
-    fi
+    # torch's runs: OpenMP's spinning threads suffer when the other core is busy, so at
+    # t > 1 torch also gets a run with OMP_WAIT_POLICY=PASSIVE; each also with the extra
+    # OPENBLAS_CORETYPE; the fastest run counts per case (its JSON says how it ran)
+    policies=("")
+    if (( t > 1 )); then policies+=(PASSIVE); fi
+    for ct in "" ${torch_coretype:+"$torch_coretype"}; do
+      for wp in "${policies[@]}"; do
+        tag="torch_t$t${wp:+.passive}${ct:+.$ct}"
+        log "ops: torch, $t thread(s)${wp:+, OMP_WAIT_POLICY=$wp}${ct:+, OPENBLAS_CORETYPE=$ct}"
+        torch_env_for "$t" "$wp" "$ct"
+        run_to "$tmp/ops/$tag.log" "" "${torch_env[@]}" -- \
+          "$py" "$root/bench/pytorch/ops_bench.py" --threads "$t" --repetitions "$reps" \
+          --min-time "$min_time" --json "$tmp/ops/$tag.json" || true
+      done
+    done
   done
   cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_end"
   echo
@@ -165,7 +243,8 @@ if [[ $mode == ops ]]; then
 fi
 
 # ---- part B: training steps
-log "sgemm peak probe"
+log "FMA peak and sgemm probes"
+fma_probe start
 sgemm_probe start
 
 common=(--warmup "$warmup" --steps "$steps")
@@ -178,36 +257,44 @@ for config in "${config_arr[@]}"; do
     run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
       "$gpt_bench" --config "$config" --threads "$t" --mode train "${common[@]}" || true
 
-    # PyTorch's thread modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY
+    # PyTorch's candidate modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY|CORETYPE
     if (( t == 1 )); then
-      modes=("torch 1 / OpenBLAS 1|1|1|")
+      modes=("torch 1 / OpenBLAS 1|1|1||")
     else
-      modes=("torch $t / OpenBLAS 1|$t|1|" "torch 1 / OpenBLAS $t|1|$t|"
-             "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE")
+      modes=("torch $t / OpenBLAS 1|$t|1||" "torch 1 / OpenBLAS $t|1|$t||"
+             "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE|")
+    fi
+    n_base=${#modes[@]}
+    if [[ -n $torch_coretype ]]; then  # mode i + n_base is mode i with OpenBLAS's other kernels
+      for ((i = 0; i < n_base; i++)); do
+        IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
+        modes+=("$name, OPENBLAS_CORETYPE=$torch_coretype|$tt|$bt|$wp|$torch_coretype")
+      done
     fi
     best=${modes[0]}
     pw=$probe_warmup ps=$probe_steps
     if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
     if (( ${#modes[@]} > 1 )); then
-      best_tok=0 i=0
-      for m in "${modes[@]}"; do
-        IFS='|' read -r name tt bt wp <<< "$m"
+      best_tok=0
+      for ((i = 0; i < ${#modes[@]}; i++)); do
+        IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
         log "$config, $t thread(s): torch probe ($name)"
         f="${base}_torch_probe$i.json"
-        if run_to "$f" "$(meta "$name" true)" OPENBLAS_NUM_THREADS="$bt" ${wp:+OMP_WAIT_POLICY=$wp} -- \
-             "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
-             --mode train --warmup "$pw" --steps "$ps"; then
-          tok=$(tokens_of "$f")
-          if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
-            best_tok=$tok best=$m
-          fi
+        torch_env_for "$bt" "$wp" "$ct"
+        run_to "$f" "$(meta "$name" true)" "${torch_env[@]}" -- \
+          "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
+          --mode train --warmup "$pw" --steps "$ps" || continue
+        if (( i >= n_base )) && ! losses_agree "${base}_torch_probe$((i - n_base)).json" "$f"; then
+          continue  # other kernels, other numbers: not a candidate
         fi
-        i=$((i + 1))
+        tok=$(tokens_of "$f")
+        if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
+          best_tok=$tok best=${modes[i]}
+        fi
       done
     fi
-    IFS='|' read -r name tt bt wp <<< "$best"
-    torch_env=(OPENBLAS_NUM_THREADS="$bt")
-    [[ -n $wp ]] && torch_env+=(OMP_WAIT_POLICY="$wp")
+    IFS='|' read -r name tt bt wp ct <<< "$best"
+    torch_env_for "$bt" "$wp" "$ct"
 
     log "$config, $t thread(s): torch train ($name)"
     run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
@@ -225,7 +312,8 @@ for config in "${config_arr[@]}"; do
   done
 done
 
-log "sgemm peak probe (again; the best of both counts)"
+log "FMA peak and sgemm probes (again; the best of both counts)"
+fma_probe end
 sgemm_probe end
 cut -d' ' -f1-3 /proc/loadavg > "$tmp/loadavg_end"
 

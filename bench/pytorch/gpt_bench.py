@@ -13,8 +13,11 @@ of this process (VmHWM).
     OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch/gpt_bench.py --config tiny --threads 1
 
 --threads sets torch.set_num_threads; OpenBLAS's threads (torch's matmul on Debian) come
-from OPENBLAS_NUM_THREADS, set by scripts/bench.sh.
+from OPENBLAS_NUM_THREADS, set by scripts/bench.sh, and so do its kernels: OPENBLAS_CORETYPE
+(e.g. SkylakeX) overrides the CPU detection. The JSON line says both: "openblas_coretype" (the
+variable, "" when unset) and "openblas_core" (the kernel set OpenBLAS runs in this process).
 """
+import ctypes
 import argparse
 import json
 import os
@@ -141,6 +144,20 @@ def peak_rss_mb():
     return 0.0
 
 
+def openblas_core():
+    """The kernel set of the OpenBLAS torch loaded (openblas_get_corename), or None."""
+    with open("/proc/self/maps") as f:
+        libs = sorted({line.split()[-1] for line in f if "blas" in line and ".so" in line})
+    for path in libs:
+        try:
+            corename = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        corename.restype = ctypes.c_char_p
+        return corename().decode()
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
@@ -198,6 +215,8 @@ def main():
         "mode": args.mode, "threads": args.threads,
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", ""),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+        "openblas_core": openblas_core(),
         "batch": B, "context": T, "emb_dim": cfg["emb_dim"], "n_layers": cfg["n_layers"],
         "n_params": n_params, "n_params_nonemb": n_params - n_emb,
         "steps": len(times), "step_ms_median": step_s * 1e3,

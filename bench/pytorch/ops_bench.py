@@ -2,7 +2,9 @@
 """bench/pytorch/ops_bench.py: the PyTorch twin of bench/ops_bench.cpp.
 
 Same cases, same names ("<op>/<shape>"), same computation: one iteration is forward, then
-backward with a fixed upstream gradient, with the leaves' .grad reset to None first.
+backward with a fixed upstream gradient, with the leaves' .grad reset to None first;
+"<op>_fwd/<shape>" is the forward alone under torch.no_grad(); "adamw/gpt_medium" one
+optimizer step.
 Timing follows Google Benchmark's (as the C++ side is run by scripts/bench.sh): each
 repetition runs the case for at least --min-time seconds of wall clock and gives a mean time
 per iteration; the result is the median over --repetitions.
@@ -10,8 +12,10 @@ per iteration; the result is the median over --repetitions.
     /usr/bin/python3 bench/pytorch/ops_bench.py --threads 1 [--json out.json] [--filter softmax]
 
 torch's intra-op threads come from --threads (torch.set_num_threads); OpenBLAS's (torch's
-matmul on Debian) from OPENBLAS_NUM_THREADS, which scripts/bench.sh sets to the same number.
-Run it with /usr/bin/python3: that is the interpreter Debian's python3-torch installs into.
+matmul on Debian) from OPENBLAS_NUM_THREADS, which scripts/bench.sh sets to the same number,
+and OpenBLAS's kernels from OPENBLAS_CORETYPE if set: the JSON records OMP_WAIT_POLICY,
+OPENBLAS_CORETYPE and the kernel set OpenBLAS runs. Run it with /usr/bin/python3: that is
+the interpreter Debian's python3-torch installs into.
 """
 import argparse
 import json
@@ -21,6 +25,10 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_bench import CONFIGS, GPTModel, MultiHeadAttention, openblas_core  # noqa: E402
 
 
 def shape_str(s):
@@ -107,8 +115,6 @@ def linear_case(s):
 def mha_case(s):
     """Raschka's MultiHeadAttention (bench/pytorch/gpt_bench.py), dropout 0; s = (B, T, d, heads)."""
     def setup():
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from gpt_bench import MultiHeadAttention
         mha = MultiHeadAttention(s[2], s[2], s[1], 0.0, s[3])
         x, g = leaf((s[0], s[1], s[2])), torch.randn(s[0], s[1], s[2])
 
@@ -145,6 +151,81 @@ def sdpa_case(s, fused, p=0.0):
         return step
     name = ("sdpa" if fused else "sdpa_composed") + (f"_p{p:g}" if p > 0 else "")
     return name + "/" + shape_str(s), setup
+
+
+# ---- the GPT's element-wise and row ops: "<op>/<shape>" forward + backward, "<op>_fwd/<shape>"
+# forward only (no grad)
+def forward_backward(backward, g, forward):
+    """One iteration: forward only without grad, or forward then backward(g) (g None: the
+    output is a scalar loss)."""
+    if not backward:
+        with torch.no_grad():
+            forward()
+        return
+    forward().backward(g)
+
+
+def case_name(op, backward, s):
+    return op + ("" if backward else "_fwd") + "/" + shape_str(s)
+
+
+def gelu_case(s, backward):
+    def setup():
+        x, g = leaf(s), torch.randn(*s)
+
+        def step():
+            x.grad = None
+            forward_backward(backward, g, lambda: F.gelu(x, approximate="tanh"))
+        return step
+    return case_name("gelu", backward, s), setup
+
+
+def layer_norm_case(s, backward):
+    def setup():
+        d = s[-1]
+        x, w, b, g = leaf(s), leaf((d,)), leaf((d,)), torch.randn(*s)
+
+        def step():
+            x.grad = w.grad = b.grad = None
+            forward_backward(backward, g, lambda: F.layer_norm(x, (d,), w, b))
+        return step
+    return case_name("layer_norm", backward, s), setup
+
+
+def cross_entropy_case(s, backward):
+    def setup():
+        logits, targets = leaf(s), torch.randint(0, s[1], (s[0],))
+
+        def step():
+            logits.grad = None
+            forward_backward(backward, None, lambda: F.cross_entropy(logits, targets))
+        return step
+    return case_name("cross_entropy", backward, s), setup
+
+
+def dropout_case(s, backward):
+    def setup():
+        x, g = leaf(s), torch.randn(*s)
+
+        def step():
+            x.grad = None
+            forward_backward(backward, g, lambda: F.dropout(x, 0.1, training=True))
+        return step
+    return case_name("dropout", backward, s), setup
+
+
+def adamw_case():
+    """One AdamW step (lr 3e-4, weight decay 0.1, as gpt_bench.py: torch's default, the
+    for-loop implementation, which is the faster one on CPU here) over the medium GPT's
+    parameters with random gradients; a first step allocates the moments."""
+    def setup():
+        model = GPTModel(dict(CONFIGS["medium"], qkv_bias=False))
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+        opt.step()
+        return opt.step
+    return "adamw/gpt_medium", setup
 
 
 def overhead_cases():
@@ -190,6 +271,12 @@ def all_cases():
         cases += [sdpa_case(bhtd, True), sdpa_case(bhtd, False)]
     for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
         cases.append(sdpa_case(bhtd, True, 0.1))
+    # the small GPT of gpt_bench.py: feed-forward hidden (B, T, 4d), residual stream (B, T, d),
+    # logits (B * T, vocab)
+    for backward in (True, False):
+        cases += [gelu_case((16, 128, 512), backward), layer_norm_case((16, 128, 128), backward),
+                  cross_entropy_case((2048, 96), backward), dropout_case((16, 128, 512), backward)]
+    cases.append(adamw_case())
     return cases + overhead_cases()
 
 
@@ -236,8 +323,10 @@ def main():
         print(f"{name:40s} {us:12.2f} us", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "torch": torch.__version__, "results": rows}, f,
-                      indent=1)
+            json.dump({"threads": args.threads, "torch": torch.__version__,
+                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+                       "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+                       "openblas_core": openblas_core(), "results": rows}, f, indent=1)
     return 0
 
 
