@@ -2,19 +2,26 @@
 //
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C        (row-major, any lds)
 //
-// Blocked as BLIS/GotoBLAS do: B is packed a (kKC x kNC) panel at a time into slivers kNR
-// columns wide (shared by all threads), A a (kMR x kKC) tile at a time (per thread), and a
-// register-tile micro-kernel computes a kMR x kNR block of C: per k, kNV vector loads of the
-// B sliver, kMR broadcasts of A, kMR * kNV FMAs. Threads split row tiles, or slivers when C
-// has few rows; they never split k.
+// Blocked as BLIS/GotoBLAS do, for row-major C: a register-tile micro-kernel computes a
+// kMR x kNR block of C; per k it loads kNV vectors of a B sliver (kNR columns), broadcasts
+// kMR values of an A tile and issues kMR * kNV FMAs. k runs in panels of kKC, columns in
+// panels of kNC (the B panel stays in L2 while an A tile sits in L1). Operands are read in
+// place where their layout already suits the kernel, and packed where it does not:
+//   B: packed per panel into kNR-wide slivers shared by all threads when stored (n, k)
+//     (trans_b, the linear layer's weight) or when C has many rows to repay the copy; else
+//     (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
+//   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
+//     gradient's dY^T); a tile of fewer than kMR rows is packed zero-padded into (kc, kMR).
+// Threads split row tiles, or slivers when C has few rows; they never split k.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
 //   c = c + alpha * (sum over the next kKC k, ...)                 ... for each k panel
-// computed by the same instructions in every tile. Edge tiles (fewer than kMR rows or kNR
-// columns) are packed zero-padded and run the same micro-kernel; their C block goes through
-// a kMR x kNR scratch tile with the same epilogue. The panel sizes are constants, so neither
-// the thread count nor a tile's position changes any element's order of operations.
+// computed by the same instructions in every tile, whether its operands were packed or not.
+// Edge tiles (fewer than kMR rows or kNR columns) are packed zero-padded and run the same
+// micro-kernel; their C block goes through a kMR x kNR scratch tile with the same epilogue.
+// The panel sizes are constants, so neither the thread count nor a tile's position changes
+// any element's order of operations.
 //
 // SIMD: xsimd::batch<T> of the build's architecture (-march): AVX-512 uses 14 x 2 vector
 // accumulators (28 of 32 registers), AVX2/SSE a 6 x 2 tile (12 of 16).
@@ -26,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "xgrad/parallel.h"
 
@@ -42,11 +50,15 @@ struct Tile {
 #else
   static constexpr int64_t kMR = 6;   // 12 accumulators of 16 registers
 #endif
-  static constexpr int64_t kKC = 256;                  // k panel (A tile: 14 KiB in L1)
-  static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // panel columns (B panel in L2)
+  static constexpr int64_t kKC = 256;                           // k panel
+  static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // column panel
 };
 
-// A 64-byte aligned scratch buffer per thread, grown on demand.
+// A row-major B is packed too from this many rows of C: below, the copy costs more than it
+// saves (the weight gradient's few rows against a long k).
+inline constexpr int64_t kPackBRows = 512;
+
+// A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
 T* scratch(int64_t n) {
   struct Free {
@@ -69,25 +81,30 @@ inline const T* at(const T* x, bool trans, int64_t ld, int64_t i, int64_t j) {
   return trans ? x + j * ld + i : x + i * ld + j;
 }
 
-// Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a kc x kNR sliver, zero-padded beyond nr.
+// Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a (kc, kNR) sliver, zero-padded beyond nr.
 template <class T>
 void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
             T* out) {
   constexpr int64_t NR = Tile<T>::kNR;
-  if (!tb) {  // rows of B are contiguous: copy nr at a time
-    for (int64_t k = 0; k < kc; ++k) {
-      const T* src = b + (k0 + k) * ldb + j0;
-      T* dst = out + k * NR;
-      std::memcpy(dst, src, sizeof(T) * nr);
-      std::fill(dst + nr, dst + NR, T(0));
-    }
+  if (nr < NR) std::fill(out, out + kc * NR, T(0));
+  if (!tb) {  // rows of B are contiguous
+    for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
   } else {  // B stored (n, k): column j of op(B) is row j of the storage
-    if (nr < NR) std::fill(out, out + kc * NR, T(0));
     for (int64_t j = 0; j < nr; ++j) {
-      const T* src = b + (j0 + j) * ldb + k0;
+      const T* src = at(b, true, ldb, k0, j0 + j);
       for (int64_t k = 0; k < kc; ++k) out[k * NR + j] = src[k];
     }
   }
+}
+
+// Packs op(A)[i0 .. i0+mr, k0 .. k0+kc) into (kc, kMR), zero-padded beyond mr.
+template <class T>
+void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc,
+            T* out) {
+  constexpr int64_t MR = Tile<T>::kMR;
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = 0; r < MR; ++r)
+      out[k * MR + r] = r < mr ? *at(a, ta, lda, i0 + r, k0 + k) : T(0);
 }
 
 // op(A)'s element (r, k) of a tile whose top-left is at a: A stored (m, k), or (k, m) when ta.
@@ -96,11 +113,12 @@ inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
   return TA ? a[k * lda + r] : a[r * lda + k];
 }
 
-// The register tile: acc = A tile (kMR x kc, read in place) @ B sliver (kc x kNR, packed),
-// then the epilogue c = (first ? beta * c : c) + alpha * acc on a kMR x kNR block of C.
+// The register tile: acc = A tile (kMR x kc; A(r, k) = a_at) @ B sliver (kc x kNR, row k at
+// b + k * ldb), then the epilogue c = (first ? beta * c : c) + alpha * acc on a kMR x kNR
+// block of C (row stride ldc).
 template <class T, bool TA>
-inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* bp, T alpha, T beta,
-                         bool first, T* c, int64_t ldc) {
+inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
+                         T beta, bool first, T* c, int64_t ldc) {
   using V = typename Tile<T>::V;
   constexpr int64_t MR = Tile<T>::kMR, NV = Tile<T>::kNV, W = Tile<T>::kW;
   V acc[MR][NV];
@@ -111,14 +129,14 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* bp, T alp
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
 #pragma GCC unroll 4
-    for (int64_t v = 0; v < NV; ++v) bv[v] = V::load_aligned(bp + v * W);
+    for (int64_t v = 0; v < NV; ++v) bv[v] = V::load_unaligned(b + v * W);
 #pragma GCC unroll 16
     for (int64_t r = 0; r < MR; ++r) {
       const V ar(a_at<T, TA>(a, lda, r, k));  // broadcast A(r, k)
 #pragma GCC unroll 4
       for (int64_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
     }
-    bp += NV * W;
+    b += ldb;
   }
   const V va(alpha), vb(beta);
 #pragma GCC unroll 16
@@ -135,37 +153,28 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* bp, T alp
     }
 }
 
-// One C block of mr x nr (at most kMR x kNR) from the A tile at a. A whole tile reads A in
-// place and writes C in place. A tile with fewer rows copies them, zero-padded, into a (kc,
-// kMR) scratch and reads that; one with fewer columns goes through a kMR x kNR scratch tile
-// holding C's valid part. Either way every element sees the same FMA chain and epilogue.
+// One C block of mr x nr (at most kMR x kNR): A tile a, A(r, k) at a[k * lda + r] when ta
+// (stored transposed, or packed with lda = kMR), else a[r * lda + k]; B sliver b with row
+// stride ldb. A block with fewer than kNR columns goes
+// through a scratch tile holding C's valid part, with the same epilogue.
 template <class T>
-inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* bp, T alpha, T beta,
-                 bool first, T* c, int64_t ldc, int64_t mr, int64_t nr) {
+inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha,
+                 T beta, bool first, T* c, int64_t ldc, int64_t mr, int64_t nr) {
   constexpr int64_t MR = Tile<T>::kMR, NR = Tile<T>::kNR;
-  T* cc = c;
-  int64_t ldcc = ldc;
+  if (mr == MR && nr == NR) {
+    if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, first, c, ldc);
+    else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, first, c, ldc);
+    return;
+  }
   alignas(64) T ct[MR * NR];
-  if (mr < MR || nr < NR) {
-    cc = ct;
-    ldcc = NR;
-    if (!first || beta != T(0))
-      for (int64_t r = 0; r < mr; ++r) std::copy(c + r * ldc, c + r * ldc + nr, ct + r * NR);
-  }
-  if (mr == MR) {
-    if (ta) micro_kernel<T, true>(kc, a, lda, bp, alpha, beta, first, cc, ldcc);
-    else micro_kernel<T, false>(kc, a, lda, bp, alpha, beta, first, cc, ldcc);
-  } else {
-    T* ap = scratch<T, 1>(kc * MR);  // (kc, kMR): A(r, k) at ap[k * kMR + r]
-    for (int64_t k = 0; k < kc; ++k)
-      for (int64_t r = 0; r < MR; ++r) ap[k * MR + r] = r < mr ? *at(a, ta, lda, r, k) : T(0);
-    micro_kernel<T, true>(kc, ap, MR, bp, alpha, beta, first, cc, ldcc);
-  }
-  if (cc != c)
-    for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
+  if (!first || beta != T(0))
+    for (int64_t r = 0; r < mr; ++r) std::copy(c + r * ldc, c + r * ldc + nr, ct + r * NR);
+  if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, first, ct, NR);
+  else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, first, ct, NR);
+  for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
 }
 
-// The whole product; threads > 1 splits tiles over xgrad's pool (never k).
+// The whole product; threaded splits tiles over xgrad's pool (never k).
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc, bool threaded) {
@@ -183,28 +192,49 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
       const int64_t kc = std::min(KC, k - k0);
       const bool first = k0 == 0;
-      T* bpanel = scratch<T, 0>(nt * kc * NR);
+      // B slivers: packed into the shared panel when B is stored transposed, or when enough
+      // row tiles reuse the panel to repay the copy; else read in place (row stride ldb),
+      // but for a partial last sliver, which is always packed (zero-padded)
+      const bool pack_all = tb || m >= kPackBRows, pack_edge = !pack_all && nc % NR != 0;
+      T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
+      auto sliver = [&](int64_t s, const T*& bs, int64_t& lds) {
+        const bool packed = pack_all || (pack_edge && s == nt - 1);
+        bs = packed ? bpanel + s * kc * NR : at(b, false, ldb, k0, j0 + s * NR);
+        lds = packed ? NR : ldb;
+      };
       auto pack_slivers = [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
           pack_b(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
       };
-      // rows of tiles [t0, t1) against slivers [s0, s1)
+      // row tiles [t0, t1) against slivers [s0, s1); A tiles in place when whole, else
+      // packed (zero-padded) once per tile into this thread's scratch
       auto compute = [&](int64_t t0, int64_t t1, int64_t s0, int64_t s1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
+          const bool packed = mr < MR;
+          const T* at0 = at(a, ta, lda, i0, k0);
+          if (packed) {
+            T* ap = scratch<T, 1>(kc * MR);
+            pack_a(a, ta, lda, i0, mr, k0, kc, ap);
+            at0 = ap;
+          }
           for (int64_t s = s0; s < s1; ++s) {
             const int64_t jj = j0 + s * NR;
-            tile(kc, at(a, ta, lda, i0, k0), ta, lda, bpanel + s * kc * NR, alpha, beta, first,
+            const T* bs;
+            int64_t lds;
+            sliver(s, bs, lds);
+            tile(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta, first,
                  c + i0 * ldc + jj, ldc, mr, std::min(NR, n - jj));
           }
         }
       };
+      const int64_t s_pack0 = pack_all ? 0 : nt - 1;
       if (!threaded) {
-        pack_slivers(0, nt);
+        if (bpanel) pack_slivers(s_pack0, nt);
         compute(0, mt, 0, nt);
         continue;
       }
-      parallel_for(0, nt, 1, pack_slivers);
+      if (bpanel) parallel_for(s_pack0, nt, 1, pack_slivers);
       if (mt >= nt)
         parallel_for(0, mt, 1, [&](int64_t t0, int64_t t1) { compute(t0, t1, 0, nt); });
       else
