@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "thread_count.h"
@@ -112,6 +113,24 @@ TEST(Gemm, NonFiniteValuesStayInTheirRowsAndColumns) {
       else if (j == 34) EXPECT_FALSE(std::isfinite(v)) << i << "," << j;
       else EXPECT_TRUE(std::isfinite(v)) << i << "," << j;
     }
+}
+
+// linear adds its bias in the GEMM's epilogue (bias + acc): the same bits as the composed
+// matmul(x, W^T) + b, on edge tiles, across k panels and at any thread count.
+TEST(Gemm, LinearBiasInTheEpilogueEqualsMatmulPlusBias) {
+  for (const auto& [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{29, 7, 33},
+                                      {2048, 64, 96}, {100, 300, 769}}) {
+    Generator g(11);
+    const Tensor x = randn({rows, in}, &g), w = randn({out, in}, &g), b = randn({out}, &g);
+    const Tensor composed = matmul(x, w.t()) + b;
+    for (int threads : {1, 2}) {
+      testing::ThreadCount tc(threads);
+      const Tensor fused = linear(x, w, b);
+      EXPECT_EQ(std::memcmp(fused.raw_data_ptr(), composed.raw_data_ptr(),
+                            static_cast<std::size_t>(rows * out) * sizeof(float)), 0)
+          << rows << "x" << in << " -> " << out << " at " << threads << " threads";
+    }
+  }
 }
 
 TEST(Gemm, BackendIsNamed) {

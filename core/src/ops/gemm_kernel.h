@@ -1,6 +1,7 @@
 // core/src/ops/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
 //
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C        (row-major, any lds)
+//   C (m, n) = (alpha * op(A) (m, k) @ op(B) (k, n)) + bias (n)        (with a bias: linear)
 //
 // Blocked as BLIS/GotoBLAS do, for row-major C: a register-tile micro-kernel computes a
 // kMR x kNR block of C; per k it loads kNV vectors of a B sliver (kNR columns), broadcasts
@@ -114,11 +115,13 @@ inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
 }
 
 // The register tile: acc = A tile (kMR x kc; A(r, k) = a_at) @ B sliver (kc x kNR, row k at
-// b + k * ldb), then the epilogue c = (first ? beta * c : c) + alpha * acc on a kMR x kNR
-// block of C (row stride ldc).
+// b + k * ldb), then the epilogue on a kMR x kNR block of C (row stride ldc):
+//   first k panel: c = beta * c + alpha * acc (just alpha * acc with a bias)
+//   later panels:  c = c + alpha * acc
+//   last panel, with a bias: then c = c + bias[j], as matmul(...) + bias would
 template <class T, bool TA>
 inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
-                         T beta, bool first, T* c, int64_t ldc) {
+                         T beta, const T* bias, bool first, bool last, T* c, int64_t ldc) {
   using V = typename Tile<T>::V;
   constexpr int64_t MR = Tile<T>::kMR, NV = Tile<T>::kNV, W = Tile<T>::kW;
   V acc[MR][NV];
@@ -139,6 +142,9 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
     b += ldb;
   }
   const V va(alpha), vb(beta);
+  V vbias[NV];
+#pragma GCC unroll 4
+  for (int64_t v = 0; v < NV; ++v) vbias[v] = bias ? V::load_unaligned(bias + v * W) : V(T(0));
 #pragma GCC unroll 16
   for (int64_t r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -147,8 +153,9 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
       const V s = alpha == T(1) ? acc[r][v] : va * acc[r][v];
       V out;
       if (!first) out = V::load_unaligned(p) + s;
-      else if (beta == T(0)) out = s;  // BLAS: C is not read when beta is 0
+      else if (beta == T(0) || bias) out = s;  // BLAS: C is not read when beta is 0
       else out = vb * V::load_unaligned(p) + s;
+      if (bias && last) out = out + vbias[v];
       out.store_unaligned(p);
     }
 }
@@ -159,31 +166,38 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
 // through a scratch tile holding C's valid part, with the same epilogue.
 template <class T>
 inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha,
-                 T beta, bool first, T* c, int64_t ldc, int64_t mr, int64_t nr) {
+                 T beta, const T* bias, bool first, bool last, T* c, int64_t ldc, int64_t mr,
+                 int64_t nr) {
   constexpr int64_t MR = Tile<T>::kMR, NR = Tile<T>::kNR;
   if (mr == MR && nr == NR) {
-    if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, first, c, ldc);
-    else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, first, c, ldc);
+    if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, c, ldc);
+    else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, c, ldc);
     return;
   }
   alignas(64) T ct[MR * NR];
-  if (!first || beta != T(0))
+  alignas(64) T bt[NR] = {};
+  if (!first || (beta != T(0) && !bias))
     for (int64_t r = 0; r < mr; ++r) std::copy(c + r * ldc, c + r * ldc + nr, ct + r * NR);
-  if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, first, ct, NR);
-  else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, first, ct, NR);
+  if (bias) {  // the sliver's nr values, zero-padded
+    std::copy(bias, bias + nr, bt);
+    bias = bt;
+  }
+  if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, ct, NR);
+  else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, ct, NR);
   for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
 }
 
 // The whole product; threaded splits tiles over xgrad's pool (never k).
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc, bool threaded) {
+          const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
   using L = Tile<T>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // C = beta * C
+  if (k == 0) {  // C = beta * C, or the bias
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = bias ? bias[j] : beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
   const int64_t mt = (m + MR - 1) / MR;
@@ -191,7 +205,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
       const int64_t kc = std::min(KC, k - k0);
-      const bool first = k0 == 0;
+      const bool first = k0 == 0, last = k0 + kc == k;
       // B slivers: packed into the shared panel when B is stored transposed, or when enough
       // row tiles reuse the panel to repay the copy; else read in place (row stride ldb),
       // but for a partial last sliver, which is always packed (zero-padded)
@@ -223,8 +237,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
             const T* bs;
             int64_t lds;
             sliver(s, bs, lds);
-            tile(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta, first,
-                 c + i0 * ldc + jj, ldc, mr, std::min(NR, n - jj));
+            tile(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
+                 bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
+                 std::min(NR, n - jj));
           }
         }
       };

@@ -1,8 +1,8 @@
-// core/src/ops/linalg.cpp: matmul (torch.matmul semantics) and linear (F.linear) on OpenBLAS.
+// core/src/ops/linalg.cpp: matmul (torch.matmul semantics) and linear (F.linear) on xgrad's GEMM.
 //
 // Everything funnels into bmm_into(): out[i] (+)= a[i] @ b[i] for every index i of a broadcast
 // batch, where each operand's batch strides may be 0 (a broadcast input, or a gradient summed
-// over the batch dims its input was broadcast along). Each matrix goes to BLAS as stored:
+// over the batch dims its input was broadcast along). Each matrix goes to the GEMM as stored:
 // row-major (NoTrans, ld = row stride) or as the plain transpose of a row-major matrix (Trans,
 // ld = column stride), so views like k.transpose(2, 3) and weight.t() are never copied; only a
 // matrix that is neither (e.g. an expanded one) is. Batches fold into a single GEMM when memory
@@ -29,7 +29,7 @@ namespace xgrad {
 
 namespace {
 
-// How BLAS can read a (rows, cols) matrix with element strides (sr, sc).
+// How the GEMM can read a (rows, cols) matrix with element strides (sr, sc).
 struct MatLayout {
   bool ok = false;
   bool trans = false;  // stored as its transpose: a row-major (cols, rows) matrix
@@ -100,7 +100,10 @@ Tensor dense_copy(const Tensor& t) {
 // broadcast of the three batch shapes. Where out's batch dims are broadcast (stride 0) the
 // products are summed into it. accumulate: add to out's contents instead of overwriting.
 // out must be a contiguous tensor the caller owns; a and b may be any views.
-void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate) {
+// out[i] (+)= a[i] @ b[i]; with a bias (a contiguous (N) tensor, not with accumulate, K > 0)
+// out[i] = a[i] @ b[i] + bias, added in the GEMM's epilogue (linear's forward).
+void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
+              const Tensor& bias = Tensor()) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const Shape so = batch_strides(out, batch);
   Shape sa = batch_strides(a, batch), sb = batch_strides(b, batch);
@@ -121,6 +124,7 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
     using T = decltype(tag);
     const T beta = accumulate ? T(1) : T(0);
     T* po = out.data_ptr<T>();
+    const T* pbias = bias.defined() ? bias.data_ptr<T>() : nullptr;
 
     // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM
     if (bn > 1 && !reduced && all_broadcast(batch, sb)) {
@@ -143,12 +147,12 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       const MatLayout lo = ro ? layout_of(bn * M, N, *ro, out.stride(-1)) : MatLayout{};
       if (la.ok && lb.ok && lo.ok && !lo.trans) {
         blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), a.data_ptr<T>(), la.ld,
-                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld);
+                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld, pbias);
         return;
       }
     }
     // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM
-    if (bn > 1 && all_broadcast(batch, so)) {
+    if (bn > 1 && all_broadcast(batch, so) && !pbias) {
       auto a_cols = [&] {
         auto ca = merged_stride(batch, sa, K, a.stride(-1));
         return ca ? layout_of(M, bn * K, a.stride(-2), *ca) : MatLayout{};
@@ -177,7 +181,7 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
         return;
       }
     }
-    // 3. one GEMM per matrix; copy an operand only when BLAS cannot read its matrices
+    // 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices
     MatLayout la = layout_of(a), lb = layout_of(b);
     if (!la.ok) {
       a = dense_copy(a);
@@ -198,7 +202,7 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
     auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
       for (int64_t i = 0; i < len; ++i)
         blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld,
-                   pb + off[2] + i * in[2], lb.ld, beta, po + off[0] + i * in[0], lo.ld);
+                   pb + off[2] + i * in[2], lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias);
     };
     // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
     // into one output (reduced) or a few big matrices are better split inside gemm
@@ -345,10 +349,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
-  Tensor out = empty(out_shape, x.dtype());          // (..., out)
-  if (bias.defined()) kernels::copy_into(out, bias);  // out = bias, then out += x @ W^T
+  Tensor out = empty(out_shape, x.dtype());  // (..., out) = x @ W^T + b
   const Shape batch = x.dim() > 2 ? Shape(x.shape().begin(), x.shape().end() - 2) : Shape{};
-  bmm_into(as_row(out), as_row(x), weight.detach().t(), batch, bias.defined());
+  if (bias.defined() && in_f > 0) {  // b added in the GEMM's epilogue
+    bmm_into(as_row(out), as_row(x), weight.detach().t(), batch, false, bias.detach().contiguous());
+  } else {
+    if (bias.defined()) kernels::copy_into(out, bias);
+    bmm_into(as_row(out), as_row(x), weight.detach().t(), batch, bias.defined());
+  }
 
   // torch 1.13's names: addmm for 2-D input with bias, a viewed addmm for contiguous 3-D
   // input with bias, else matmul's name (+ an add for the bias)
