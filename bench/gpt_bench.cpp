@@ -43,8 +43,8 @@
 #include "xgrad/random.h"
 
 // OpenBLAS's thread setter (<cblas.h> above is OpenBLAS's and declares it too; this file
-// does not include xtensor-blas). Only the sgemm probe uses it: --threads N is
-// xgrad::set_num_threads(N), which keeps OpenBLAS on one thread.
+// does not include xtensor-blas). Only the sgemm probe's comparison uses OpenBLAS: xgrad's
+// GEMM is its own (--threads N is xgrad::set_num_threads(N)).
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
@@ -167,10 +167,9 @@ Options parse(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------- sgemm peak probe
-// gflops_*: a 1024^3 float32 matmul through xgrad (xgrad::matmul -> blas::gemm, split over
-// xgrad's N threads, each a one-thread OpenBLAS call): the peak xgrad's GEMMs get, which MFU
-// is relative to. openblas_*: the same product as one cblas_sgemm with OpenBLAS's own N
-// threads (what xgrad used before it owned the threads), for comparison.
+// gflops_*: a 1024^3 float32 matmul through xgrad (xgrad::matmul -> blas::gemm: xgrad's own
+// kernel split over xgrad's N threads). openblas_*: the same product as one cblas_sgemm with
+// OpenBLAS's own N threads (what xgrad used before it had its own kernel), for comparison.
 int sgemm_peak(int threads) {
   const int n = 1024;
   std::vector<float> a(n * n), b(n * n), c(n * n);
@@ -195,7 +194,7 @@ int sgemm_peak(int threads) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
                 n, 0.0f, c.data(), n);
   });
-  xgrad::set_num_threads(threads);  // back to xgrad's setting (OpenBLAS on one thread)
+  xgrad::set_num_threads(threads);
   std::printf("{\"impl\": \"sgemm\", \"via\": \"xgrad\", \"n\": %d, \"threads\": %d, "
               "\"gflops_best\": %.2f, \"gflops_median\": %.2f, \"openblas_gflops_best\": %.2f, "
               "\"openblas_gflops_median\": %.2f, %s}\n",
@@ -473,7 +472,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  xgrad::set_num_threads(o.threads);  // xgrad's pool; OpenBLAS stays on one thread
+  xgrad::set_num_threads(o.threads);  // xgrad's pool
   try {
     return o.sgemm_peak ? sgemm_peak(o.threads) : run(o);
   } catch (const std::exception& e) {

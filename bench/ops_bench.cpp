@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      xgrad::set_num_threads(std::atoi(argv[i] + 10));  // OpenBLAS stays on one thread
+      xgrad::set_num_threads(std::atoi(argv[i] + 10));
       continue;
     }
     args.push_back(argv[i]);

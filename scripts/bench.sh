@@ -28,8 +28,8 @@
 # which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)),
 # and the 1024^3 sgemm probe through xgrad's GEMM and through OpenBLAS's own threads, printed
 # next to it. Every xgrad line records the build's xgrad::simd_level() and gemm_backend().
-# Threads: xgrad uses its own pool (gpt_bench --threads N; OpenBLAS pinned to one thread,
-# GEMMs split by xgrad). PyTorch at 1 thread: torch.set_num_threads(1),
+# Threads: xgrad uses its own pool for every kernel, its own GEMM included (gpt_bench
+# --threads N). PyTorch at 1 thread: torch.set_num_threads(1),
 # OPENBLAS_NUM_THREADS=1. At 2 threads PyTorch's thread modes are torch 2 / OpenBLAS 1,
 # torch 1 / OpenBLAS 2, both 2 with OMP_WAIT_POLICY=PASSIVE. On a CPU with AVX-512 each mode
 # also runs with OPENBLAS_CORETYPE=SkylakeX (OpenBLAS's AVX-512 kernels: what a torch user

@@ -445,7 +445,7 @@ def report_ops(results_dir, out_json):
           "dropout (p 0.1), layer_norm (over the last dim) (B,T,C); cross_entropy (N,C); "
           "adamw: one step over the medium GPT's 10.8M parameters; add: 4 elements "
           "(nograd: no record, record: forward recording a node, fwd_bwd: + backward)")
-    print("threads: xgrad --threads=N (its own pool, OpenBLAS pinned to 1); torch set_num_threads(N)"
+    print("threads: xgrad --threads=N (its own pool and GEMM kernel); torch set_num_threads(N)"
           " + OPENBLAS_NUM_THREADS=N, the fastest per case of OpenMP's default wait policy and "
           "(at N > 1) PASSIVE, each also with OPENBLAS_CORETYPE=SkylakeX where bench.sh ran it")
 
