@@ -40,11 +40,11 @@
 
 namespace xgrad::gemm_kernel {
 
-template <class T>
+template <class T, int64_t NV = 2>
 struct Tile {
   using V = xsimd::batch<T>;
   static constexpr int64_t kW = static_cast<int64_t>(V::size);  // lanes per vector
-  static constexpr int64_t kNV = 2;                             // vectors per row of the tile
+  static constexpr int64_t kNV = NV;                            // vectors per row of the tile
   static constexpr int64_t kNR = kNV * kW;                      // tile columns
 #if XSIMD_WITH_AVX512F
   static constexpr int64_t kMR = 14;  // tile rows: 28 accumulators + 2 B vectors + 1 broadcast
@@ -82,11 +82,10 @@ inline const T* at(const T* x, bool trans, int64_t ld, int64_t i, int64_t j) {
   return trans ? x + j * ld + i : x + i * ld + j;
 }
 
-// Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a (kc, kNR) sliver, zero-padded beyond nr.
-template <class T>
+// Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a (kc, NR) sliver, zero-padded beyond nr.
+template <class T, int64_t NR>
 void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
             T* out) {
-  constexpr int64_t NR = Tile<T>::kNR;
   if (nr < NR) std::fill(out, out + kc * NR, T(0));
   if (!tb) {  // rows of B are contiguous
     for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
@@ -119,11 +118,11 @@ inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
 //   first k panel: c = beta * c + alpha * acc (just alpha * acc with a bias)
 //   later panels:  c = c + alpha * acc
 //   last panel, with a bias: then c = c + bias[j], as matmul(...) + bias would
-template <class T, bool TA>
+template <class T, int64_t NV, bool TA>
 inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
                          T beta, const T* bias, bool first, bool last, T* c, int64_t ldc) {
-  using V = typename Tile<T>::V;
-  constexpr int64_t MR = Tile<T>::kMR, NV = Tile<T>::kNV, W = Tile<T>::kW;
+  using V = typename Tile<T, NV>::V;
+  constexpr int64_t MR = Tile<T, NV>::kMR, W = Tile<T, NV>::kW;
   V acc[MR][NV];
 #pragma GCC unroll 16
   for (int64_t r = 0; r < MR; ++r)
@@ -164,14 +163,17 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
 // (stored transposed, or packed with lda = kMR), else a[r * lda + k]; B sliver b with row
 // stride ldb. A block with fewer than kNR columns goes
 // through a scratch tile holding C's valid part, with the same epilogue.
-template <class T>
+template <class T, int64_t NV>
 inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha,
                  T beta, const T* bias, bool first, bool last, T* c, int64_t ldc, int64_t mr,
                  int64_t nr) {
-  constexpr int64_t MR = Tile<T>::kMR, NR = Tile<T>::kNR;
+  constexpr int64_t MR = Tile<T, NV>::kMR, NR = Tile<T, NV>::kNR;
+  auto run = [&](T* cc, int64_t ldcc) {
+    if (ta) micro_kernel<T, NV, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+    else micro_kernel<T, NV, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+  };
   if (mr == MR && nr == NR) {
-    if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, c, ldc);
-    else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, c, ldc);
+    run(c, ldc);
     return;
   }
   alignas(64) T ct[MR * NR];
@@ -182,24 +184,18 @@ inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64
     std::copy(bias, bias + nr, bt);
     bias = bt;
   }
-  if (ta) micro_kernel<T, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, ct, NR);
-  else micro_kernel<T, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, ct, NR);
+  run(ct, NR);
   for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
 }
 
-// The whole product; threaded splits tiles over xgrad's pool (never k).
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
-  using L = Tile<T>;
+// The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
+// (never k).
+template <class T, int64_t NV>
+void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+             int64_t lda, const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc,
+             bool threaded) {
+  using L = Tile<T, NV>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // C = beta * C, or the bias
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = bias ? bias[j] : beta == T(0) ? T(0) : beta * c[i * ldc + j];
-    return;
-  }
   const int64_t mt = (m + MR - 1) / MR;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
@@ -218,7 +214,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
       };
       auto pack_slivers = [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
-          pack_b(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+          pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR),
+                        bpanel + s * kc * NR);
       };
       // row tiles [t0, t1) against slivers [s0, s1); A tiles in place when whole, else
       // packed (zero-padded) once per tile into this thread's scratch
@@ -237,7 +234,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
             const T* bs;
             int64_t lds;
             sliver(s, bs, lds);
-            tile(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
+            tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
                  bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
                  std::min(NR, n - jj));
           }
@@ -256,6 +253,25 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
         parallel_for(0, nt, 1, [&](int64_t s0, int64_t s1) { compute(0, mt, s0, s1); });
     }
   }
+}
+
+// The whole product: a tile one vector wide (kMR x kW) when C has at most kW columns (the
+// attention's head-dim outputs), else two vectors wide. An element's FMA chain is the same
+// in either tile.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta * C, or the bias
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = bias ? bias[j] : beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  if (n <= Tile<T, 1>::kNR)
+    gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
+  else
+    gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
 }
 
 }  // namespace xgrad::gemm_kernel
