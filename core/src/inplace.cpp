@@ -7,7 +7,8 @@
 // - A view knows its root base and the storage version its grad_fn was made at
 //   (TensorImpl::view_base, view_version; views of views point at the root). make_view sets
 //   them when grad mode is on, or under NoGradGuard when the base requires grad (then
-//   view_made_without_grad). Views made inside backward closures carry nothing.
+//   view_made_without_grad). Views made inside backward closures carry nothing, and record()
+//   drops them from an op's output laid over the op's own buffer (matmul of a 1-D operand).
 // - In-place op F on a tensor that is not a view: F's node becomes its grad_fn, with input 0
 //   its previous history.
 // - In-place op F on a view v of base b rebases b's history: b's grad_fn becomes CopySlices,
@@ -59,7 +60,9 @@ bool has_expanded_dim(const Shape& shape, const Shape& strides) {
 struct StorageLike {
   Tensor buffer;  // 1-D: storage elements [lo, lo + numel)
   int64_t lo = 0;
-  Tensor as(const Geometry& g) const { return make_view(buffer, g.shape, g.strides, g.offset - lo); }
+  Tensor as(const Geometry& g) const {
+    return make_view(buffer, g.shape, g.strides, g.offset - lo);
+  }
 };
 
 StorageLike storage_like(const Geometry& base, DType dtype, bool zero) {
@@ -82,9 +85,10 @@ Tensor base_grad(const StorageLike& s, const Geometry& base) {
   return g.is_contiguous() && g.numel() == s.buffer.numel() ? g.view(base.shape) : g.contiguous();
 }
 
-// region[...] += grad where region may be an expanded view: grad is summed over the expanded
-// dims and added once into the single memory location they share.
-void add_into(const Tensor& region, const Tensor& grad) {
+// Writes grad into the zero region of a fresh buffer. An expanded view's grad is summed over its
+// expanded dims into the one location they share; every other dim of a view made by the view ops
+// addresses distinct elements, so nothing else overlaps.
+void scatter_into(const Tensor& region, const Tensor& grad) {
   Tensor dst = region, src = grad;
   if (has_expanded_dim(region.shape(), region.strides())) {
     Shape dims;
@@ -95,7 +99,7 @@ void add_into(const Tensor& region, const Tensor& grad) {
       }
     src = grad.sum(dims, /*keepdim=*/true);
   }
-  kernels::copy_into(dst, add(dst, src));
+  kernels::copy_into(dst, src);
 }
 
 // The view's gradient as a gradient of its base: AsStridedBackward0's backward.
@@ -104,7 +108,7 @@ void as_strided_backward(const Geometry& base, const Geometry& view, const Tenso
   // in the forward pass the view read the base's elements at its strides, so the base gets
   // dout at those elements and 0 elsewhere (summed where an expanded view read one twice)
   StorageLike s = storage_like(base, dout.dtype(), /*zero=*/true);
-  add_into(s.as(view), dout);
+  scatter_into(s.as(view), dout);
   grads.add(0, base_grad(s, base));
 }
 
@@ -143,7 +147,8 @@ void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
 }  // namespace detail
 
 // ---------------------------------------------------------------- checks
-void check_recorded_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others) {
+void check_recorded_inplace(const char* op, const Tensor& self,
+                            std::initializer_list<Tensor> others) {
   if (!GradMode::is_enabled()) return;
   const TensorImpl& impl = *self.impl();
   if (impl.view_made_without_grad)
@@ -153,11 +158,16 @@ void check_recorded_inplace(const char* op, const Tensor& self, std::initializer
          "in-place op both inside the NoGradGuard, or both outside it");
   if (!self.requires_grad() && !any_requires_grad(others)) return;  // nothing will be recorded
   check_no_internal_overlap(op, self);  // even fill_: its backward would write one place twice
+  const TensorImpl* base = impl.view_base.get();
+  if (base && has_expanded_dim(base->shape, base->strides))
+    fail(op, "in-place op on a view (shape ", self.shape(), ") of a tensor whose elements share "
+         "memory (shape ", base->shape, ", strides ", base->strides, "): its gradient cannot be "
+         "told apart. Call .clone() on that tensor first");
   if (self.is_leaf() && impl.requires_grad)
     fail(op, "a leaf tensor that requires grad (shape ", self.shape(),
          ") is being used in an in-place operation; wrap it in NoGradGuard, or use the "
          "out-of-place op");
-  if (const TensorImpl* base = impl.view_base.get(); base && !base->grad_fn && base->requires_grad)
+  if (base && !base->grad_fn && base->requires_grad)
     fail(op, "a view (shape ", self.shape(), ") of a leaf tensor that requires grad (shape ",
          base->shape, ") is being used in an in-place operation; wrap it in NoGradGuard, or "
          "clone() the leaf first");

@@ -216,6 +216,27 @@ TEST(InplaceViews, RetainGradOnARebasedBase) {
   EXPECT_EQ(y.grad().to_vector<double>(), std::vector<double>(12, 3.0));
 }
 
+TEST(InplaceViews, OutputsLaidOverAnOpsOwnBufferAreNotViews) {
+  // matmul with a 1-D operand and scaled_dot_product_attention return make_view()s of a buffer
+  // they allocated: an in-place op on the output must rebase the output, not that buffer
+  Tensor a = leaf34();
+  Tensor b = full({4}, 0.5, kFloat64).requires_grad_();
+  Tensor y = matmul(a, b);  // (3)
+  y.mul_(2.0);
+  EXPECT_EQ(y.grad_fn_name(), "MulBackward0");
+  y.sum().backward();
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{24, 30, 36, 42}));
+  Tensor q = full({1, 2, 3, 4}, 0.1, kFloat64).requires_grad_();
+  Tensor o = scaled_dot_product_attention(q, q, q, 0.0, true);
+  o.mul_(3.0);
+  EXPECT_EQ(o.grad_fn_name(), "MulBackward0");
+  o.sum().backward();
+  ASSERT_TRUE(q.grad().defined());
+  // all values equal: the attention weights are uniform and o = v, so d(sum 3 o)/dq = 0 and
+  // the gradient is 3 per use of v, summed over the queries attending to each key
+  EXPECT_NEAR(q.grad().to_vector<double>()[0], 3.0 * (1.0 + 1.0 / 2 + 1.0 / 3), 1e-9);
+}
+
 // ---------------------------------------------------------------- errors
 TEST(InplaceViews, ALeafOrAViewOfOneIsRefusedBeforeWriting) {
   Tensor p = leaf34();
