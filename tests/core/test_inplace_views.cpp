@@ -323,6 +323,32 @@ TEST(InplaceViews, AViewMadeUnderNoGradIsRefusedWithGradModeOn) {
   EXPECT_FALSE(v.requires_grad());           // a constant, not a view of x's history
 }
 
+// An extension's in-place op that records nothing guards itself with check_inplace().
+void halve_unrecorded_(const Tensor& t) {
+  check_inplace("halve_unrecorded_", t);
+  double* d = t.contiguous().data_ptr<double>();  // the tests pass contiguous float64 tensors
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] *= 0.5;
+  ++t.impl()->storage->version;
+}
+
+TEST(InplaceViews, AnUnrecordedInPlaceOpIsRefusedInTheGraph) {
+  Tensor p = leaf34();
+  Tensor x = p.clone();
+  std::string m = error_of([&] { halve_unrecorded_(x); });
+  EXPECT_MESSAGE_HAS(m, "halve_unrecorded_");
+  EXPECT_MESSAGE_HAS(m, "CloneBackward0");
+  EXPECT_THROW(halve_unrecorded_(x[1]), Error);  // a view of it requires grad too
+  EXPECT_THROW(halve_unrecorded_(p), Error);
+  Tensor plain = p.detach().clone();
+  halve_unrecorded_(plain);  // outside the graph: fine
+  EXPECT_EQ(plain.to_vector<double>()[2], 1.0);
+  {
+    NoGradGuard g;
+    halve_unrecorded_(x);
+  }
+  EXPECT_EQ(x.to_vector<double>()[2], 1.0);
+}
+
 TEST(InplaceViews, ATensorSavedForBackwardAndModifiedAfterwardsStillThrows) {
   auto expect_version_error = [](const Tensor& loss) {
     std::string m = error_of([&] { loss.backward(); });
