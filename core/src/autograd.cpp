@@ -120,10 +120,11 @@ Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, 
   node->backward = std::move(fn);
   TensorImpl& o = *out.impl();
   o.grad_fn = std::move(node);
-  // An output made with make_view over the op's own buffer (matmul of a 1-D operand, sdpa) is
-  // no view of anything in the graph: a later in-place op must not rebase that buffer.
-  if (o.view_base && !o.view_base->requires_grad && !o.view_base->grad_fn) {
-    o.view_base.reset();
+  if (o.view_base) {
+    // An output made with make_view over the op's own buffer (matmul of a 1-D operand, sdpa) is
+    // no view of anything in the graph: a later in-place op must not rebase that buffer. A view
+    // of an input made under the op's own NoGradGuard is an ordinary view once recorded.
+    if (!o.view_base->requires_grad && !o.view_base->grad_fn) o.view_base.reset();
     o.view_made_without_grad = false;
   }
   return out;

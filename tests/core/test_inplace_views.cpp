@@ -237,6 +237,27 @@ TEST(InplaceViews, OutputsLaidOverAnOpsOwnBufferAreNotViews) {
   EXPECT_NEAR(q.grad().to_vector<double>()[0], 3.0 * (1.0 + 1.0 / 2 + 1.0 / 3), 1e-9);
 }
 
+TEST(InplaceViews, AViewAnOpMadeUnderItsOwnNoGradGuardIsAnOrdinaryViewOnceRecorded) {
+  // extension style: the forward runs under NoGradGuard, then record() attaches the node
+  Tensor p = leaf34();
+  Tensor x = p.clone();
+  Tensor top;
+  {
+    NoGradGuard g;
+    top = x.slice(0, 0, 2);
+  }
+  top = record("TopRowsBackward", top, {x}, [](const Tensor& dout, Grads& grads) {
+    Tensor dx = zeros({3, 4}, kFloat64);
+    dx.slice(0, 0, 2).copy_(dout);
+    grads.add(0, dx);
+  });
+  top.mul_(2.0);  // not refused: rebases x
+  EXPECT_EQ(x.grad_fn_name(), "CopySlices");
+  (x * 1.0).sum().backward();
+  const std::vector<double> g = p.grad().to_vector<double>();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(g[i], i < 8 ? 2.0 : 1.0) << i;
+}
+
 // ---------------------------------------------------------------- errors
 TEST(InplaceViews, ALeafOrAViewOfOneIsRefusedBeforeWriting) {
   Tensor p = leaf34();
