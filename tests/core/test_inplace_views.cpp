@@ -143,6 +143,27 @@ TEST(InplaceViews, TheIssueExample) {
             (std::vector<double>{1, 0, 0, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
 }
 
+TEST(InplaceViews, WorksWhetherTheBaseOrTheViewHandleIsKept) {
+  Tensor w = arange(1, 5, 1, kFloat64);
+  {  // only the view is kept: the base lives on through it
+    Tensor p = leaf34();
+    Tensor v = (p * 1.0).slice(0, 0, 1).squeeze(0);  // p's row 0, (4)
+    v.mul_(2.0);
+    EXPECT_EQ(v.grad_fn_name(), "AsStridedBackward0");
+    (v * w).sum().backward();
+    const std::vector<double> g = p.grad().to_vector<double>();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(g[i], i < 4 ? 2.0 * (i + 1) : 0.0) << i;
+  }
+  {  // only the base is kept: the view was a temporary
+    Tensor p = leaf34();
+    Tensor x = p * 1.0;
+    x.slice(0, 0, 1).squeeze(0).mul_(2.0);
+    (x[0] * w).sum().backward();
+    const std::vector<double> g = p.grad().to_vector<double>();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(g[i], i < 4 ? 2.0 * (i + 1) : 0.0) << i;
+  }
+}
+
 TEST(InplaceViews, ViewOfALeafWrittenUnderNoGradReadsTheLeaf) {
   // an optimizer-style update of a leaf while a view of it is held
   Tensor p = leaf34();
