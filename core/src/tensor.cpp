@@ -191,8 +191,11 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 }
 
 // ---------------------------------------------------------------- metadata
+static const char* const kUndefinedTensor =
+    "Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)";
+
 const TensorImpl& Tensor::checked() const {
-  if (!impl_) throw Error("Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)");
+  if (!impl_) throw Error(kUndefinedTensor);
   return *impl_;
 }
 const Shape& Tensor::shape() const { return checked().shape; }
@@ -285,7 +288,7 @@ template std::vector<bool> Tensor::to_vector<bool>() const;
 // ---------------------------------------------------------------- autograd accessors
 // A view's grad_fn is regenerated when its storage was written since (core/src/inplace.cpp).
 static TensorImpl& fresh(const std::shared_ptr<TensorImpl>& impl) {
-  if (!impl) throw Error("Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)");
+  if (!impl) throw Error(kUndefinedTensor);
   detail::refresh_grad_fn(impl);
   return *impl;
 }
@@ -395,8 +398,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   kernels::copy_into(*this, src);
   bump(*this);
   if (!GradMode::is_enabled()) return *this;
-  return record_inplace("CopyBackwards", *this, {src}, [src_shape = src.shape(), src_dtype = src.dtype()](
-                                                           const Tensor& dout, Grads& grads) {
+  const Shape src_shape = src.shape();
+  const DType src_dtype = src.dtype();
+  return record_inplace("CopyBackwards", *this, {src},
+                        [src_shape, src_dtype](const Tensor& dout, Grads& grads) {
     // in the forward pass self = src broadcast and converted, so the old self gets 0 and src
     // gets dout summed over the broadcast dims, converted back
     if (grads.wants(0)) grads.add(0, zeros(dout.shape(), dout.dtype()));
@@ -494,17 +499,20 @@ static Tensor& random_fill(Tensor& self, const char* op, const char* node, Fill&
 
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "uniform_", "UniformBackward0", [&](auto* p, int64_t n) { g.uniform(p, n, from, to); });
+  return random_fill(*this, "uniform_", "UniformBackward0",
+                     [&](auto* p, int64_t n) { g.uniform(p, n, from, to); });
 }
 Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   if (std < 0) fail("normal_", "std must be >= 0, got ", std);
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "normal_", "NormalBackward0", [&](auto* p, int64_t n) { g.normal(p, n, mean, std); });
+  return random_fill(*this, "normal_", "NormalBackward0",
+                     [&](auto* p, int64_t n) { g.normal(p, n, mean, std); });
 }
 Tensor& Tensor::bernoulli_(double p, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "p must be in [0, 1], got ", p);
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "bernoulli_", "BernoulliBackward2", [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
+  return random_fill(*this, "bernoulli_", "BernoulliBackward2",
+                     [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
 }
 
 // ---------------------------------------------------------------- method forms
