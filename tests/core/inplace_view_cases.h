@@ -144,6 +144,13 @@ inline std::vector<InplaceViewCase> inplace_view_cases() {
          s.slice(1, 1, 3).masked_fill_(tensor({{true, true}, {false, true}, {false, false}}), -1e9);
          return softmax(s, -1);
        }},
+      // ---- the other operand is a view of the same base
+      {"add_row_of_same_base", {{3, 4}}, [](V in) {
+         Tensor x = in[0].clone();
+         x[0].add_(x[2], 2.0);
+         x.select(1, 3).mul_(0.5);
+         return x * x;
+       }},
   };
 }
 
