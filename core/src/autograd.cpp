@@ -87,11 +87,13 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-static Node::Edge edge_to(const Tensor& t) {
+namespace detail {
+Node::Edge edge_to(const Tensor& t) {
   Node::Edge e;
   if (!t.defined()) return e;
   e.shape = t.shape();
   e.dtype = t.dtype();
+  refresh_grad_fn(t.impl());
   if (t.impl()->grad_fn) {
     e.fn = t.impl()->grad_fn;
   } else if (t.impl()->requires_grad) {
@@ -100,63 +102,35 @@ static Node::Edge edge_to(const Tensor& t) {
   return e;
 }
 
-namespace detail {
+std::shared_ptr<Node> new_node(const char* name) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->sequence_nr = next_sequence_nr++;
+  return node;
+}
+
 Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn) {
   if (out.impl()->requires_grad)
     fail(name, "internal error: the op's output is a leaf that requires grad");
-  auto node = std::make_shared<Node>();
-  node->name = name;
-  node->sequence_nr = next_sequence_nr++;
-  node->next.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->next.push_back(edge_to(t));
+  std::vector<Node::Edge> next;  // before numbering the node: see attach_inplace
+  next.reserve(inputs.size());
+  for (const Tensor& t : inputs) next.push_back(edge_to(t));
+  auto node = new_node(name);
+  node->next = std::move(next);
   node->backward = std::move(fn);
-  out.impl()->grad_fn = std::move(node);
+  TensorImpl& o = *out.impl();
+  o.grad_fn = std::move(node);
+  if (o.view_base) {
+    // An output made with make_view over the op's own buffer (matmul of a 1-D operand, sdpa) is
+    // no view of anything in the graph: a later in-place op must not rebase that buffer. A view
+    // of an input made under the op's own NoGradGuard is an ordinary view once recorded.
+    if (!o.view_base->requires_grad && !o.view_base->grad_fn) o.view_base.reset();
+    o.view_made_without_grad = false;
+  }
   return out;
 }
 
-Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others,
-                       BackwardFn fn) {
-  check_recorded_inplace(name, self);
-  auto node = std::make_shared<Node>();
-  node->name = name;
-  node->sequence_nr = next_sequence_nr++;
-  node->next.reserve(others.size() + 1);
-  node->next.push_back(edge_to(self));  // self's history before the in-place op
-  for (const Tensor& t : others) node->next.push_back(edge_to(t));
-  node->backward = std::move(fn);
-  TensorImpl& impl = *self.impl();
-  impl.grad_fn = std::move(node);
-  if (impl.retains_grad) impl.grad_fn->retained = self.impl();
-  return self;
-}
 }  // namespace detail
-
-void check_recorded_inplace(const char* op, const Tensor& self) {
-  if (!GradMode::is_enabled()) return;
-  const TensorImpl& impl = *self.impl();
-  if (self.is_leaf() && impl.requires_grad)
-    fail(op, "a leaf tensor that requires grad (shape ", self.shape(),
-         ") is being used in an in-place operation; wrap it in NoGradGuard, or use the "
-         "out-of-place op");
-  if (auto base = impl.view_base.lock(); base && base->grad_fn)
-    fail(op, "in-place op on a view (shape ", self.shape(), ") of a tensor in the autograd graph "
-         "(shape ", base->shape, "): xgrad does not rebase a view's base, so its gradient would "
-         "be wrong. Use the out-of-place op (e.g. masked_fill), or clone() the view first");
-  for (const auto& w : impl.live_views)
-    if (auto v = w.lock(); v && v->grad_fn)
-      fail(op, "in-place op on a tensor (shape ", self.shape(), ") that has a live view (shape ",
-           v->shape, ") in the autograd graph: the view's gradient would be wrong. Use the "
-           "out-of-place op, or take the view after the in-place op");
-}
-
-void check_inplace(const char* op, const Tensor& self) {
-  check_recorded_inplace(op, self);
-  if (GradMode::is_enabled() && self.requires_grad())
-    fail(op, "in-place ", op, " on a tensor that is part of the autograd graph (shape ",
-         self.shape(), ", produced by ", self.grad_fn_name(),
-         ") is not recorded for backward; use the out-of-place op, or NoGradGuard if the "
-         "gradient should not see it");
-}
 
 // ---------------------------------------------------------------- Grads
 bool Grads::wants(std::size_t i) const { return i < node_.next.size() && node_.next[i].wants(); }
@@ -205,7 +179,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   // collect the reachable nodes
   std::vector<Node*> order;
   std::unordered_set<Node*> seen;
-  std::vector<Node*> stack{root.impl()->grad_fn.get()};
+  std::vector<Node*> stack{root.grad_fn().get()};
   seen.insert(stack.back());
   while (!stack.empty()) {
     Node* n = stack.back();

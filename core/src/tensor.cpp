@@ -178,20 +178,24 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = b.dtype;
-  if (b.grad_fn) {  // a view of a tensor in the graph: remember the root base (see TensorImpl)
-    std::shared_ptr<TensorImpl> root = b.view_base.lock();
-    if (!root) root = base.impl();
-    auto& views = root->live_views;
-    std::erase_if(views, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
-    views.push_back(impl);
+  // remember the root base for in-place ops (core/src/inplace.cpp); views made in backward
+  // closures (grad mode off, nothing requires grad) skip it
+  const std::shared_ptr<TensorImpl>& root = b.view_base ? b.view_base : base.impl();
+  const bool grad_mode = GradMode::is_enabled();
+  if (grad_mode || root->requires_grad || root->grad_fn) {
     impl->view_base = root;
+    impl->view_version = b.storage->version;
+    impl->view_made_without_grad = !grad_mode;
   }
   return Tensor(std::move(impl));
 }
 
 // ---------------------------------------------------------------- metadata
+static const char* const kUndefinedTensor =
+    "Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)";
+
 const TensorImpl& Tensor::checked() const {
-  if (!impl_) throw Error("Tensor: use of an undefined tensor (default-constructed, or a grad() that was never set)");
+  if (!impl_) throw Error(kUndefinedTensor);
   return *impl_;
 }
 const Shape& Tensor::shape() const { return checked().shape; }
@@ -282,12 +286,19 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 
 // ---------------------------------------------------------------- autograd accessors
+// A view's grad_fn is regenerated when its storage was written since (core/src/inplace.cpp).
+static TensorImpl& fresh(const std::shared_ptr<TensorImpl>& impl) {
+  if (!impl) throw Error(kUndefinedTensor);
+  detail::refresh_grad_fn(impl);
+  return *impl;
+}
+
 bool Tensor::requires_grad() const {
-  const TensorImpl& t = checked();
+  const TensorImpl& t = fresh(impl_);
   return t.requires_grad || t.grad_fn != nullptr;
 }
 Tensor& Tensor::requires_grad_(bool on) {
-  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  TensorImpl& t = fresh(impl_);
   if (t.grad_fn)
     fail("requires_grad_", "only leaf tensors can change requires_grad; this one (shape ", t.shape,
          ") was produced by ", t.grad_fn->name, ". Use .detach().requires_grad_() for a new leaf");
@@ -296,7 +307,7 @@ Tensor& Tensor::requires_grad_(bool on) {
   t.requires_grad = on;
   return *this;
 }
-bool Tensor::is_leaf() const { return checked().grad_fn == nullptr; }
+bool Tensor::is_leaf() const { return fresh(impl_).grad_fn == nullptr; }
 Tensor Tensor::grad() const { return Tensor(checked().grad); }
 void Tensor::set_grad(const Tensor& g) {
   TensorImpl& t = const_cast<TensorImpl&>(checked());
@@ -306,16 +317,16 @@ void Tensor::set_grad(const Tensor& g) {
   t.grad = g.impl();
 }
 void Tensor::retain_grad() {
-  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  TensorImpl& t = fresh(impl_);
   if (!requires_grad()) fail("retain_grad", "called on a tensor that does not require grad");
   if (t.grad_fn) {
     t.retains_grad = true;
     t.grad_fn->retained = impl_;
   }
 }
-const std::shared_ptr<Node>& Tensor::grad_fn() const { return checked().grad_fn; }
+const std::shared_ptr<Node>& Tensor::grad_fn() const { return fresh(impl_).grad_fn; }
 std::string Tensor::grad_fn_name() const {
-  const auto& fn = checked().grad_fn;
+  const auto& fn = fresh(impl_).grad_fn;
   return fn ? fn->name : std::string();
 }
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
@@ -362,27 +373,45 @@ Tensor Tensor::to(DType target) const {
 }
 
 // ---------------------------------------------------------------- in-place basics
+// Each checks before writing, writes, bumps the version counter, then records its backward
+// with record_inplace (which rebases a view's base: core/src/inplace.cpp).
 static void bump(const Tensor& t) { ++t.impl()->storage->version; }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
-
-Tensor& Tensor::fill_(double value) {
-  check_inplace("fill_", *this);
-  kernels::copy_into(*this, scalar_tensor(value, dtype()));
-  bump(*this);
-  return *this;
+// fill_ and zero_: the old values' gradient is 0. An expanded view is fine (one value).
+static Tensor& fill_with(Tensor& self, const char* op, const char* node, double value) {
+  check_recorded_inplace(op, self);
+  kernels::copy_into(self, scalar_tensor(value, self.dtype()));
+  bump(self);
+  return record_inplace(node, self, {}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass self was overwritten with a constant, so the old self gets 0
+    grads.add(0, zeros(dout.shape(), dout.dtype()));
+  });
 }
 
+Tensor& Tensor::zero_() { return fill_with(*this, "zero_", "ZeroBackward0", 0.0); }
+Tensor& Tensor::fill_(double value) { return fill_with(*this, "fill_", "FillBackward2", value); }
+
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_inplace("copy_", *this);
+  check_recorded_inplace("copy_", *this, {src});
+  check_no_internal_overlap("copy_", *this);
   kernels::broadcast_strides(src, shape());  // throws naming both shapes when src cannot broadcast
   kernels::copy_into(*this, src);
   bump(*this);
-  return *this;
+  if (!GradMode::is_enabled()) return *this;
+  const Shape src_shape = src.shape();
+  const DType src_dtype = src.dtype();
+  return record_inplace("CopyBackwards", *this, {src},
+                        [src_shape, src_dtype](const Tensor& dout, Grads& grads) {
+    // in the forward pass self = src broadcast and converted, so the old self gets 0 and src
+    // gets dout summed over the broadcast dims, converted back
+    if (grads.wants(0)) grads.add(0, zeros(dout.shape(), dout.dtype()));
+    if (grads.wants(1)) grads.add(1, sum_to(dout, src_shape).to(src_dtype));
+  });
 }
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  check_inplace("add_", *this);
+  check_recorded_inplace("add_", *this, {other});
+  check_no_internal_overlap("add_", *this);
   if (other.dtype() != dtype())
     fail("add_", "dtype mismatch: ", dtype_name(dtype()), " tensor of shape ", shape(), " and ",
          dtype_name(other.dtype()), " tensor of shape ", other.shape());
@@ -407,23 +436,50 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     });
   });
   bump(*this);
-  return *this;
+  if (!GradMode::is_enabled()) return *this;  // gradient accumulation's path: no closure to build
+  return record_inplace("AddBackward0", *this, {other},
+                        [alpha, other_shape = other.shape()](const Tensor& dout, Grads& grads) {
+    // in the forward pass self = self + alpha * other, so dself = dout, dother = alpha * dout
+    if (grads.wants(0)) grads.add(0, dout);
+    if (grads.wants(1)) grads.add(1, sum_to(alpha == 1.0 ? dout : dout * alpha, other_shape));
+  });
 }
 
 Tensor& Tensor::mul_(double value) {
-  check_inplace("mul_", *this);
+  check_recorded_inplace("mul_", *this);
+  check_no_internal_overlap("mul_", *this);
   kernels::dispatch_float(dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
     kernels::map_unary<T, T>(*this, *this, [v = static_cast<T>(value)](T x) { return x * v; });
   });
   bump(*this);
-  return *this;
+  return record_inplace("MulBackward0", *this, {}, [value](const Tensor& dout, Grads& grads) {
+    // in the forward pass self = self * value, so dself = dout * value
+    grads.add(0, dout * value);
+  });
+}
+
+Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
+  check_recorded_inplace("clamp_", *this);
+  check_no_internal_overlap("clamp_", *this);
+  const Tensor old = detach();
+  Tensor out = xgrad::clamp(old, min, max);  // checks min/max; records nothing (detached)
+  // where the value was kept (NaN is not: like torch's min <= x <= max on the old values)
+  const Tensor kept = GradMode::is_enabled() && requires_grad() ? eq(out, old) : Tensor();
+  kernels::copy_into(*this, out);
+  bump(*this);
+  return record_inplace("ClampBackward1", *this, {},
+                        [k = save(kept)](const Tensor& dout, Grads& grads) {
+    // in the forward pass self kept its values inside [min, max], so dself = dout there, 0 outside
+    grads.add(0, xgrad::masked_fill(dout, logical_not(k.get()), 0.0));
+  });
 }
 
 // Random fills draw a contiguous block exactly as torch does, then scatter into this view.
 template <class Fill>
-static Tensor& random_fill(Tensor& self, const char* op, Fill&& fill) {
-  check_inplace(op, self);
+static Tensor& random_fill(Tensor& self, const char* op, const char* node, Fill&& fill) {
+  check_recorded_inplace(op, self);
+  check_no_internal_overlap(op, self);
   kernels::dispatch_float(self.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (self.is_contiguous()) {
@@ -434,23 +490,29 @@ static Tensor& random_fill(Tensor& self, const char* op, Fill&& fill) {
       kernels::copy_into(self, tmp);
     }
   });
-  ++self.impl()->storage->version;
-  return self;
+  bump(self);
+  return record_inplace(node, self, {}, [](const Tensor& dout, Grads& grads) {
+    // in the forward pass self was overwritten with random draws, so the old self gets 0
+    grads.add(0, zeros(dout.shape(), dout.dtype()));
+  });
 }
 
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "uniform_", [&](auto* p, int64_t n) { g.uniform(p, n, from, to); });
+  return random_fill(*this, "uniform_", "UniformBackward0",
+                     [&](auto* p, int64_t n) { g.uniform(p, n, from, to); });
 }
 Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   if (std < 0) fail("normal_", "std must be >= 0, got ", std);
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "normal_", [&](auto* p, int64_t n) { g.normal(p, n, mean, std); });
+  return random_fill(*this, "normal_", "NormalBackward0",
+                     [&](auto* p, int64_t n) { g.normal(p, n, mean, std); });
 }
 Tensor& Tensor::bernoulli_(double p, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0)) fail("bernoulli_", "p must be in [0, 1], got ", p);
   Generator& g = gen ? *gen : default_generator();
-  return random_fill(*this, "bernoulli_", [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
+  return random_fill(*this, "bernoulli_", "BernoulliBackward2",
+                     [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
 }
 
 // ---------------------------------------------------------------- method forms

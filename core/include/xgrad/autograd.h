@@ -112,6 +112,14 @@ namespace detail {
 Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn);
 Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others,
                        BackwardFn fn);
+Node::Edge edge_to(const Tensor& t);              // the edge into t's history (none: empty)
+std::shared_ptr<Node> new_node(const char* name); // named and numbered on the tape
+// A view whose storage was written since its grad_fn was made gets a new one from its base's
+// history (core/src/inplace.cpp explains); everything that reads a grad_fn calls this first.
+void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view);
+inline void refresh_grad_fn(const std::shared_ptr<TensorImpl>& t) {
+  if (t->view_base && t->view_version != t->storage->version) regenerate_view_grad_fn(t);
+}
 }  // namespace detail
 
 // Attach a node to `out` when grad mode is on and some input requires grad; return `out`.
@@ -127,28 +135,30 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, F
   return detail::attach(name, out, inputs, BackwardFn(std::forward<F>(fn)));
 }
 
-// For in-place ops: `self` was just modified in place. Its history is rebased: the new node's
-// input 0 is self's previous history, inputs 1.. are `others`. Throws for a leaf that requires
-// grad (as torch does) when grad mode is on.
+// For in-place ops: `self` was just modified in place (and its version bumped). The node's
+// input 0 is self's previous values, inputs 1.. are `others`. When self is a view, its base's
+// history is rebased (CopySlices) and self's grad_fn regenerated (core/src/inplace.cpp).
 template <class F>
 Tensor& record_inplace(const char* name, Tensor& self, std::initializer_list<Tensor> others,
                        F&& fn) {
-  std::vector<Tensor> all{self};
-  all.insert(all.end(), others.begin(), others.end());
-  if (!GradMode::is_enabled() || !any_requires_grad(all)) return self;
+  if (!GradMode::is_enabled() || !(self.requires_grad() || any_requires_grad(others))) return self;
   return detail::attach_inplace(name, self, std::vector<Tensor>(others),
                                 BackwardFn(std::forward<F>(fn)));
 }
 
-// For in-place ops recorded with record_inplace: call it before writing. With grad mode on,
-// throws for a leaf that requires grad, for a view of a tensor in the graph, and for a tensor
-// with live views in the graph (xgrad does not rebase views the way torch's CopySlices does).
-void check_recorded_inplace(const char* op, const Tensor& self);
+// For in-place ops recorded with record_inplace: call it before writing, with the op's other
+// tensor inputs. With grad mode on, throws (as torch does) for a leaf that requires grad or a
+// view of one, and for a view made under NoGradGuard of a tensor that requires grad.
+void check_recorded_inplace(const char* op, const Tensor& self,
+                            std::initializer_list<Tensor> others = {});
 
-// For in-place ops that record nothing (fill_, copy_, add_, ...): with grad mode on, throws a
-// clear error if `self` requires grad (a leaf, or a tensor in the graph whose history the op
-// would silently falsify).
+// For in-place ops that record nothing: with grad mode on, throws a clear error if `self`
+// requires grad (a tensor in the graph whose history the op would silently falsify).
 void check_inplace(const char* op, const Tensor& self);
+
+// For ops that write different values to different elements: throws if `self` is an expanded
+// view (a stride-0 dim of size > 1), as torch does (fill_ and zero_ do not need it).
+void check_no_internal_overlap(const char* op, const Tensor& self);
 
 // Runs backward from `root` with the given output gradient.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);

@@ -46,10 +46,11 @@ struct TensorImpl {
   bool retains_grad = false;        // non-leaf asked to keep its .grad (retain_grad())
   std::shared_ptr<TensorImpl> grad; // accumulated gradient (leaves, retained non-leaves)
   std::shared_ptr<Node> grad_fn;    // the op that produced this tensor, if recorded
-  // Views of tensors in the graph know their base, and a base its live views: an in-place op
-  // through either would leave the other's recorded history stale, so it is refused.
-  std::weak_ptr<TensorImpl> view_base;
-  std::vector<std::weak_ptr<TensorImpl>> live_views;
+  // A view's root base, and the storage version its grad_fn was made at: once the storage is
+  // written, grad_fn is regenerated from the base's (core/src/inplace.cpp explains).
+  std::shared_ptr<TensorImpl> view_base;
+  uint64_t view_version = 0;
+  bool view_made_without_grad = false;  // made under NoGradGuard from a base requiring grad
 };
 
 class Tensor {
@@ -153,6 +154,7 @@ class Tensor {
   Tensor& copy_(const Tensor& src);                  // broadcasts src to this shape
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& mul_(double value);
+  Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt);
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
   Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
   Tensor& bernoulli_(double p, Generator* gen = nullptr);
