@@ -62,6 +62,10 @@ std::vector<GradcheckRow> linalg_rows() {
        [](V x) { return linear(x[0], x[1], x[2]); }},
       {"linear/permuted-x", [] { return inputs({{3, 2, 4}, {5, 4}, {5}}); },
        [](V x) { return linear(x[0].transpose(0, 1), x[1], x[2]); }},
+
+      {"outer", [] { return inputs({{3}, {4}}); }, [](V x) { return outer(x[0], x[1]); }},
+      {"outer/strided", [] { return std::vector<Tensor>{noncontig({5}), noncontig({2}, 3)}; },
+       [](V x) { return x[0].outer(x[1]); }},
   };
 }
 

@@ -31,9 +31,7 @@ Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
-
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor detail::arange_impl(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange", "step must be nonzero");
   if ((end - start) / step < 0)
     fail("arange", "upper bound and step sign are inconsistent: start ", start, ", end ", end, ", step ", step);

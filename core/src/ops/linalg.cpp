@@ -379,4 +379,25 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
+// ---------------------------------------------------------------- outer
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 1 || b.dim() != 1)
+    fail("outer", "expects two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
+  if (a.dtype() != b.dtype())
+    fail("outer", "expected both tensors to have the same dtype, got ", dtype_name(a.dtype()), " ",
+         a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // (n, 1) * (1, m) -> (n, m)
+    out = mul(a.view({a.size(0), 1}), b.view({1, b.size(0)}));
+  }
+  // torch.outer is this broadcast multiply too, hence torch's grad_fn name
+  return record("MulBackward0", out, {a, b}, [as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+    // in the forward pass out[i][j] = a[i] * b[j], so da = dout @ b and db = dout^T @ a
+    if (grads.wants(0)) grads.add(0, matmul(dout, bs.get()));
+    if (grads.wants(1)) grads.add(1, matmul(as.get(), dout));
+  });
+}
+
 }  // namespace xgrad
