@@ -28,9 +28,11 @@ static_assert(!std::is_convertible_v<bool, Int> && !std::is_convertible_v<double
 static_assert(std::is_convertible_v<int, Dims> && std::is_convertible_v<Shape, Dims>);
 static_assert(!std::is_convertible_v<bool, Dims> && !std::is_convertible_v<double, Dims>);
 
-// COMPILES(e): does expression e compile, with x and y Tensors, v a std::vector<Tensor> and
-// i an int64 index tensor in scope (a requires-expression: false instead of an error).
-#define COMPILES(...) (requires(T x, T y, T i, std::vector<T> v) { __VA_ARGS__; })
+// COMPILES(e): does expression e compile, with x and y Tensors, v a std::vector<Tensor>, i an
+// int64 index tensor and f a double in scope (a requires-expression: false instead of an
+// error; f's type is spelled through T so that expressions using only f are checked too).
+template <class T> using Double = std::conditional_t<sizeof(T) != 0, double, T>;
+#define COMPILES(...) (requires(T x, T y, T i, std::vector<T> v, Double<T> f) { __VA_ARGS__; })
 
 template <class T>
 constexpr bool spellings_mean_torch_or_fail() {
@@ -84,6 +86,25 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(!COMPILES(x.size(true)) && !COMPILES(x.slice(1, 0.5, 2)));
   // -- scalars: an int is a value wherever torch takes a number
   static_assert(COMPILES(clamp(x, 0, 1)) && COMPILES(x.clamp(0)) && COMPILES(x.pow(2)) && COMPILES(pow(x, 2)));
+  // -- creation and nn functions: counts and indices are ints, flags bools
+  static_assert(COMPILES(full({2}, 1)) && COMPILES(arange(0, 1, 0.25)) && COMPILES(linspace(0, 1, 5)));
+  static_assert(COMPILES(linspace(f, f, 5)) && COMPILES(eye(3, 4)) && COMPILES(randint(0, 10, {3})));
+  static_assert(!COMPILES(linspace(0, 1, f)) && !COMPILES(eye(f)) && !COMPILES(randint(0, f, {3})));
+  static_assert(COMPILES(dropout(x, 0.5, false)) && !COMPILES(dropout(x, 0.5, 0)));
+  static_assert(COMPILES(cross_entropy(x, i, -1)) && !COMPILES(cross_entropy(x, i, 1.0)));
+  static_assert(COMPILES(scaled_dot_product_attention(x, x, x, 0.0, true)));
+  static_assert(!COMPILES(scaled_dot_product_attention(x, x, x, 0.0, 1)));
+  // -- no overload takes a plain bool or int64_t where these take Flag/Int/Dims: one would
+  //    catch ints (x.var(-1) as var(bool)) before the strict types are even considered
+  static_assert(!COMPILES(static_cast<T (T::*)(bool) const>(&T::var)));
+  static_assert(!COMPILES(static_cast<T (T::*)(bool) const>(&T::std)));
+  static_assert(!COMPILES(static_cast<T (*)(const T&, bool)>(&var)));
+  static_assert(!COMPILES(static_cast<T (*)(const T&, bool)>(&xgrad::std)));
+  static_assert(!COMPILES(static_cast<T (T::*)(Shape, bool) const>(&T::sum)));
+  static_assert(!COMPILES(static_cast<T (*)(const T&, const Shape&, bool)>(&sum)));
+  static_assert(!COMPILES(static_cast<T (*)(const T&, const Shape&, bool, bool)>(&var)));
+  static_assert(!COMPILES(static_cast<ValuesIndices (*)(const T&, int64_t, bool)>(&max)));
+  static_assert(!COMPILES(static_cast<std::vector<T> (*)(const T&, int64_t, int64_t)>(&split)));
   return true;
 }
 static_assert(spellings_mean_torch_or_fail<Tensor>());
@@ -179,6 +200,14 @@ TEST(ApiSpellings, ArangeInfersItsDtypeLikeTorch) {
   EXPECT_EQ(arange(3.0).dtype(), kFloat32);
   EXPECT_EQ(arange(int64_t{3}).dtype(), kInt64);
   EXPECT_EQ(arange(0, 4, 1, kFloat64).dtype(), kFloat64);
+}
+
+TEST(ApiSpellings, FullInfersItsDtypeLikeTorch) {
+  // torch.full((2, 3), 7) is int64, full((2,), True) bool, full((2,), 1.5) float32
+  expect_close(full({2, 3}, 7), fx().get("full_int.out"), 0, 0, "full(s, 7)");
+  expect_close(full({2}, true), fx().get("full_bool.out"), 0, 0, "full(s, true)");
+  expect_close(full({2}, 1.5), fx().get("full_float.out"), 0, 0, "full(s, 1.5)");
+  EXPECT_EQ(full({2}, 7, kFloat64).dtype(), kFloat64);
 }
 
 TEST(ApiSpellings, PlainIntViewFormsEqualTheBracedForms) {

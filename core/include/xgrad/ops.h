@@ -20,7 +20,16 @@ namespace xgrad {
 // =====================================================================  creation.cpp
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+// full: the dtype follows the value unless `dtype` says otherwise, as in torch: full(s, 1.5)
+// is float32, full(s, 1) int64, full(s, true) bool.
+namespace detail {
+Tensor full_impl(const Shape& shape, double value, DType dtype);
+}  // namespace detail
+template <class V> requires std::is_arithmetic_v<V>
+Tensor full(const Shape& shape, V value, std::optional<DType> dtype = std::nullopt) {
+  const DType inferred = std::same_as<V, bool> ? kBool : Integer<V> ? kInt64 : kFloat32;
+  return detail::full_impl(shape, static_cast<double>(value), dtype.value_or(inferred));
+}
 // arange: int64 when every bound is an integer, else float32 (torch's inference: arange(5)
 // is int64, arange(5.0) and arange(0, 1, 0.1) float32), unless `dtype` says otherwise.
 namespace detail {
@@ -41,13 +50,13 @@ Tensor arange(S start, E end, St step = 1, std::optional<DType> dtype = std::nul
                              static_cast<double>(step),
                              dtype.value_or(detail::arange_dtype<S, E, St>()));
 }
-Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
-Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
+Tensor linspace(double start, double end, Int steps, DType dtype = kFloat32);
+Tensor eye(Int n, Int m = -1, DType dtype = kFloat32);
 // Random tensors draw from `gen`, or the default generator (see random.h); the streams
 // match torch's for the same seed and shape.
 Tensor rand(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
-Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+Tensor randint(Int low, Int high, const Shape& shape, Generator* gen = nullptr);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
@@ -282,7 +291,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 // Inputs need a unit-stride last dim to be read in place (the MHA's transpose(1, 2) views
 // are); others are copied once.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    double dropout_p = 0.0, bool is_causal = false,
+                                    double dropout_p = 0.0, Flag is_causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 namespace detail {
@@ -297,7 +306,7 @@ Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& k
 // =====================================================================  nn_functional.cpp
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
 // !training or p == 0. The mask comes from bernoulli_(1-p) on `gen` (torch's stream).
-Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
+Tensor dropout(const Tensor& a, double p, Flag training = true, Generator* gen = nullptr);
 // weight (num_embeddings, dim), indices int64 of any shape -> indices.shape + (dim,).
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
@@ -305,7 +314,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps = 1e-5);
 // logits (N, C) or (B, T, C) [class dim last], targets int64 (N) or (B, T); mean over the
 // targets that are not ignore_index. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 }  // namespace xgrad
