@@ -104,6 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
         OpCase{"triu_", {"x"}, [](V x) { return Outs{(x[0] * 2.0).triu_(1)}; }, "TriuBackward0"},
         OpCase{"outer", {"a", "b"}, [](V x) { return Outs{outer(x[0], x[1])}; }, "MulBackward0"},
         OpCase{"where_method", {"x", "y", "c"}, [](V x) { return Outs{x[0].where(x[2], x[1])}; }, "WhereBackward0"},
+        OpCase{"where_scalar", {"x", "c"},
+               [](V x) { return Outs{where(x[1], x[0], 0.5) + where(x[1], -1.5, x[0]) * 2.0}; },
+               "AddBackward0"},
         // xgrad's pieces are narrow() views: SliceBackward0 where torch names SplitBackward0
         OpCase{"split_sizes", {"x"}, [](V x) { return Outs{x[0].split({2, 3}, 1)[1]}; }, "SliceBackward0"},
         OpCase{"chunk_m1", {"x"}, [](V x) { return Outs{x[0].chunk(2, -1)[0]}; }, "SliceBackward0"}),
@@ -163,6 +166,13 @@ TEST(ApiOps, TopkTiesAndNaN) {
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(topk(tensor({3, 1, 3}), 2).indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(topk(x, 0).values.shape(), (Shape{0}));
+}
+
+TEST(ApiOps, WhereWithANumberKeepsTheTensorsDtype) {
+  Tensor c = tensor({true, false, true});
+  EXPECT_EQ(where(c, tensor({1, 2, 3}), 0).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 3}));
+  EXPECT_EQ(where(c, tensor({1, 2, 3}), 0.5).dtype(), kFloat32);  // as torch promotes
+  EXPECT_EQ(where(c, 2.0, zeros({3}, kFloat64)).dtype(), kFloat64);
 }
 
 TEST(ApiOps, OuterAndRollOfIntegers) {

@@ -86,6 +86,7 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(!COMPILES(x.size(true)) && !COMPILES(x.slice(1, 0.5, 2)));
   // -- scalars: an int is a value wherever torch takes a number
   static_assert(COMPILES(clamp(x, 0, 1)) && COMPILES(x.clamp(0)) && COMPILES(x.pow(2)) && COMPILES(pow(x, 2)));
+  static_assert(COMPILES(where(y, x, 0.0)) && COMPILES(where(y, 1, x)) && COMPILES(x.where(y, x)));
   // -- creation and nn functions: counts and indices are ints, flags bools
   static_assert(COMPILES(full({2}, 1)) && COMPILES(arange(0, 1, 0.25)) && COMPILES(linspace(0, 1, 5)));
   static_assert(COMPILES(linspace(f, f, 5)) && COMPILES(eye(3, 4)) && COMPILES(randint(0, 10, {3})));

@@ -1,8 +1,10 @@
 // xgrad/ops.h: every op, as free functions named like torch's.
 //
 // One source file per family under core/src/ops/ (creation, elementwise, reduce, shape,
-// linalg, activation, attention, nn_functional); each op's backward closure sits right under
-// its forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims may be negative.
+// indexing, linalg, activation, attention, nn_functional); each op's backward closure sits
+// right under its forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims
+// may be negative. Parameters are typed like torch's: Flag (bool only), Int (integers only),
+// Dims (an int or a list) from arg_types.h, so no int slides into a flag or a bool into a dim.
 // Adding an op: declare it here, implement forward + backward in its family's file, add a
 // row to the gradcheck table (tests/core/gradcheck_rows_<family>.cpp).
 #pragma once
@@ -154,6 +156,8 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // where(cond, a, b): a where cond is true, else b (broadcasting all three).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);  // torch.where(c, x, 0.0)
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 // Comparisons return bool tensors and record no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -222,10 +226,6 @@ Tensor argmax(const Tensor& a);                                    // flat index
 Tensor argmax(const Tensor& a, Int dim, Flag keepdim = false);
 Tensor argmin(const Tensor& a);
 Tensor argmin(const Tensor& a, Int dim, Flag keepdim = false);
-// The k largest (largest = false: smallest) along dim, sorted when `sorted`; indices int64.
-// Equal values keep the lower index first (torch leaves their order unspecified); NaN ranks
-// above every number. values carry the gradient back to the chosen elements.
-ValuesIndices topk(const Tensor& a, Int k, Int dim = -1, Flag largest = true, Flag sorted = true);
 
 // =====================================================================  shape.cpp
 // (view, reshape, transpose, permute, slice, narrow, select, unsqueeze, squeeze, expand and
@@ -260,6 +260,11 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index);
 Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src);
 // The elements where mask (bool, broadcast with a) is true, as a 1-D tensor (row-major order).
 Tensor masked_select(const Tensor& a, const Tensor& mask);
+// The k largest (largest = false: smallest) along dim, in order (also when !sorted: torch
+// leaves that order unspecified); indices int64. Equal values keep the lower index first
+// (torch leaves their order unspecified too); NaN ranks above every number. values carry
+// the gradient back to the chosen elements.
+ValuesIndices topk(const Tensor& a, Int k, Int dim = -1, Flag largest = true, Flag sorted = true);
 
 // =====================================================================  linalg.cpp
 // torch.matmul: 1-D..N-D, batch dims broadcast; OpenBLAS sgemm/dgemm with transpose flags
