@@ -47,5 +47,8 @@ Tensor Tensor::triu(Int diagonal) const { return xgrad::triu(*this, diagonal); }
 Tensor& Tensor::tril_(Int diagonal) { return xgrad::tril_(*this, diagonal); }
 Tensor& Tensor::triu_(Int diagonal) { return xgrad::triu_(*this, diagonal); }
 Tensor Tensor::outer(const Tensor& other) const { return xgrad::outer(*this, other); }
+Tensor Tensor::norm(double p, Dims dims, Flag keepdim) const {
+  return xgrad::norm(*this, p, std::move(dims), keepdim);
+}
 
 }  // namespace xgrad

@@ -6,6 +6,7 @@
 // Adding a case: add it to gen_api.py, re-run it, and add a row below.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -103,6 +104,12 @@ INSTANTIATE_TEST_SUITE_P(
         OpCase{"tril_", {"x"}, [](V x) { return Outs{x[0].clone().tril_(-1)}; }, "TrilBackward0"},
         OpCase{"triu_", {"x"}, [](V x) { return Outs{(x[0] * 2.0).triu_(1)}; }, "TriuBackward0"},
         OpCase{"outer", {"a", "b"}, [](V x) { return Outs{outer(x[0], x[1])}; }, "MulBackward0"},
+        OpCase{"norm_all", {"x"}, [](V x) { return Outs{x[0].norm()}; }, "NormBackward1"},
+        OpCase{"norm_2_1", {"x"}, [](V x) { return Outs{x[0].norm(2, 1)}; }, "NormBackward1"},
+        OpCase{"norm_1_m1_keep", {"x"}, [](V x) { return Outs{x[0].norm(1, -1, true)}; }, "NormBackward1"},
+        OpCase{"norm_3_dims", {"x"}, [](V x) { return Outs{norm(x[0], 3, {0, 2})}; }, "NormBackward1"},
+        OpCase{"norm_inf_1", {"x"}, [](V x) { return Outs{x[0].norm(INFINITY, 1)}; }, "NormBackward1"},
+        OpCase{"norm_zero_row", {"x"}, [](V x) { return Outs{x[0].norm(2, 1)}; }, "NormBackward1"},
         OpCase{"where_method", {"x", "y", "c"}, [](V x) { return Outs{x[0].where(x[2], x[1])}; }, "WhereBackward0"},
         OpCase{"where_scalar", {"x", "c"},
                [](V x) { return Outs{where(x[1], x[0], 0.5) + where(x[1], -1.5, x[0]) * 2.0}; },
@@ -206,6 +213,9 @@ TEST(ApiOpsErrors, NameTheOpAndTheShapes) {
   expect_error([] { zeros({3}).triu_(); }, {"triu_", "at least 2", "[3]"});
   expect_error([] { zeros({1, 3}).expand({2, 3}).tril_(); }, {"tril_", "expanded", "[2, 3]"});
   expect_error([] { outer(zeros({2, 2}), zeros({3})); }, {"outer", "1-D", "[2, 2]", "[3]"});
+  expect_error([] { tensor({1, 2}).norm(); }, {"norm", "int64", "[2]"});
+  expect_error([] { zeros({2, 3}).norm(0.0); }, {"norm", "p must be positive", "[2, 3]"});
+  expect_error([] { zeros({2, 3}).norm(2, 2); }, {"norm", "dimension 2", "[2, 3]"});
   expect_error([] { outer(zeros({2}), zeros({3}, kFloat64)); }, {"outer", "float32", "[2]", "float64", "[3]"});
   Tensor leaf = zeros({3, 3}).requires_grad_();
   expect_error([&] { leaf.tril_(); }, {"tril_", "leaf"});

@@ -74,6 +74,8 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(COMPILES(triu(x, -1)) && COMPILES(x.tril_(1)) && !COMPILES(triu(x, true)) && !COMPILES(x.tril_(0.5)));
   static_assert(COMPILES(x.roll(1)) && COMPILES(x.roll(1, 0)) && COMPILES(roll(x, {1, 2}, {0, 1})));
   static_assert(!COMPILES(x.roll(1.0)) && !COMPILES(x.roll(1, true)));
+  static_assert(COMPILES(x.norm(2, 1)) && COMPILES(norm(x)) && COMPILES(x.norm(1, -1, true)));  // p, dim
+  static_assert(!COMPILES(x.norm(2, 1, 1)) && !COMPILES(x.norm(2, 1.0)) && !COMPILES(norm(x, 2, true)));
   // -- views: plain ints as in torch; a bool or a float index does not compile (torch's
   //    x[True] adds a dim, C++ would have read x[1])
   static_assert(COMPILES(x.view(-1)) && COMPILES(x.view(2, 3, 4, 5)) && COMPILES(x.view({2, -1})));

@@ -274,6 +274,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // torch.outer: a (n) and b (m) 1-D -> (n, m), out[i][j] = a[i] * b[j].
 Tensor outer(const Tensor& a, const Tensor& b);
+// torch.norm / Tensor.norm: the p-norm (sum |x|^p)^(1/p) over dims ({} = all); p = inf is
+// the largest |x|. norm(x, 2, 1) is each row's 2-norm, as torch's x.norm(2, 1).
+Tensor norm(const Tensor& a, double p = 2.0, Dims dims = {}, Flag keepdim = false);
 
 // =====================================================================  activation.cpp
 Tensor softmax(const Tensor& a, Int dim);

@@ -176,6 +176,7 @@ class Tensor {
   Tensor& tril_(Int diagonal = 0);  // in place, differentiable
   Tensor& triu_(Int diagonal = 0);
   Tensor outer(const Tensor& other) const;
+  Tensor norm(double p = 2.0, Dims dims = {}, Flag keepdim = false) const;  // x.norm(2, -1)
   // Plain-int shapes, as in torch: x.view(b, t, h, d), x.view(-1), x.permute(2, 0, 1).
   template <Integer... I> requires(sizeof...(I) > 0)
   Tensor view(I... sizes) const { return view(Shape{static_cast<int64_t>(sizes)...}); }
