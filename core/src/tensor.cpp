@@ -517,15 +517,15 @@ Tensor& Tensor::bernoulli_(double p, Generator* gen) {
 
 // ---------------------------------------------------------------- method forms
 Tensor Tensor::sum() const { return xgrad::sum(*this); }
-Tensor Tensor::sum(Shape dims, bool keepdim) const { return xgrad::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(Dims dims, Flag keepdim) const { return xgrad::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return xgrad::mean(*this); }
-Tensor Tensor::mean(Shape dims, bool keepdim) const { return xgrad::mean(*this, dims, keepdim); }
-Tensor Tensor::var(bool unbiased) const { return xgrad::var(*this, unbiased); }
-Tensor Tensor::var(Shape dims, bool unbiased, bool keepdim) const {
+Tensor Tensor::mean(Dims dims, Flag keepdim) const { return xgrad::mean(*this, dims, keepdim); }
+Tensor Tensor::var(Flag unbiased) const { return xgrad::var(*this, unbiased); }
+Tensor Tensor::var(Dims dims, Flag unbiased, Flag keepdim) const {
   return xgrad::var(*this, dims, unbiased, keepdim);
 }
 Tensor Tensor::max() const { return xgrad::max(*this); }
-Tensor Tensor::argmax(int64_t d, bool keepdim) const { return xgrad::argmax(*this, d, keepdim); }
+Tensor Tensor::argmax(Int d, Flag keepdim) const { return xgrad::argmax(*this, d, keepdim); }
 Tensor Tensor::exp() const { return xgrad::exp(*this); }
 Tensor Tensor::log() const { return xgrad::log(*this); }
 Tensor Tensor::sqrt() const { return xgrad::sqrt(*this); }
@@ -536,8 +536,8 @@ Tensor Tensor::pow(double e) const { return xgrad::pow(*this, e); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const {
   return xgrad::clamp(*this, lo, hi);
 }
-Tensor Tensor::softmax(int64_t d) const { return xgrad::softmax(*this, d); }
-Tensor Tensor::log_softmax(int64_t d) const { return xgrad::log_softmax(*this, d); }
+Tensor Tensor::softmax(Int d) const { return xgrad::softmax(*this, d); }
+Tensor Tensor::log_softmax(Int d) const { return xgrad::log_softmax(*this, d); }
 Tensor Tensor::matmul(const Tensor& other) const { return xgrad::matmul(*this, other); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   return xgrad::masked_fill(*this, mask, value);

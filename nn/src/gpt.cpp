@@ -36,7 +36,7 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
          cfg.vocab_size, " (input shape ", in_idx.shape(), ")");
 
   Tensor tok_embeds = tok_emb(in_idx);                  // (b, T, emb)
-  Tensor pos_embeds = pos_emb(arange(static_cast<double>(seq_len)));  // (T, emb)
+  Tensor pos_embeds = pos_emb(arange(seq_len));                   // (T, emb)
   Tensor x = tok_embeds + pos_embeds;                             // (b, T, emb)
   x = drop_emb(x);
   x = trf_blocks(x);

@@ -91,6 +91,9 @@ std::vector<GradcheckRow> elementwise_rows() {
   add_unary(rows, "clamp-min", false, [](const In& x) { return clamp(x[0], 0.1); });
   add_unary(rows, "clamp-max", false, [](const In& x) { return clamp(x[0], std::nullopt, 0.2); });
 
+  // where with a number for one branch
+  add_unary(rows, "where-scalar-b", false, [](const In& x) { return where(x[0] > 0.0, x[0], -0.25); });
+  add_unary(rows, "where-scalar-a", false, [](const In& x) { return where(x[0] > 0.3, 2.0, x[0]); });
   // where: a fixed condition, broadcast against both branches
   rows.push_back({"where/same", [] { return inputs({{3, 4}, {3, 4}}); }, [](const In& x) {
                     Tensor cond = gt(inputs({{3, 4}}, 99)[0].detach(), 0.0);

@@ -1,6 +1,8 @@
 // tests/core/gradcheck_rows_linalg.cpp: gradcheck rows for matmul (every rank combination,
-// broadcast batch dims, transposed and sliced operands) and linear.
+// broadcast batch dims, transposed and sliced operands), linear, outer and norm.
 // Adding an op adds a row (see gradcheck_table.h).
+#include <cmath>
+
 #include "gradcheck_table.h"
 
 namespace xgrad::testing {
@@ -62,6 +64,17 @@ std::vector<GradcheckRow> linalg_rows() {
        [](V x) { return linear(x[0], x[1], x[2]); }},
       {"linear/permuted-x", [] { return inputs({{3, 2, 4}, {5, 4}, {5}}); },
        [](V x) { return linear(x[0].transpose(0, 1), x[1], x[2]); }},
+
+      {"outer", [] { return inputs({{3}, {4}}); }, [](V x) { return outer(x[0], x[1]); }},
+      {"outer/strided", [] { return std::vector<Tensor>{noncontig({5}), noncontig({2}, 3)}; },
+       [](V x) { return x[0].outer(x[1]); }},
+      {"norm/2-all", [] { return inputs({{3, 4}}); }, [](V x) { return norm(x[0]); }},
+      {"norm/2-dim1", [] { return inputs({{3, 4, 2}}); }, [](V x) { return x[0].norm(2, 1); }},
+      {"norm/1-dim-1-keepdim", [] { return inputs({{3, 4}}); }, [](V x) { return x[0].norm(1, -1, true); }},
+      {"norm/3-dims", [] { return inputs({{3, 4, 2}}); }, [](V x) { return norm(x[0], 3, {0, 2}); }},
+      {"norm/1.5-noncontig", [] { return std::vector<Tensor>{noncontig({4, 3})}; },
+       [](V x) { return x[0].norm(1.5, 0); }},
+      {"norm/inf-dim1", [] { return inputs({{3, 5}}); }, [](V x) { return x[0].norm(INFINITY, 1); }},
   };
 }
 

@@ -52,6 +52,23 @@ std::vector<GradcheckRow> reduce_rows() {
       {"dim-1-biased-keepdim", [](const In& x) { return var(x[0], {-1}, false, true); }},
       {"dims0,2", [](const In& x) { return var(x[0], {0, 2}); }},
   });
+  // issue #12: an int is a dim (x.var(-1) was the variance of everything)
+  add_rows(rows, "var-int-dim", {
+      {"m1", [](const In& x) { return x[0].var(-1); }},
+      {"0-biased-keepdim", [](const In& x) { return var(x[0], 0, false, true); }},
+  });
+  add_rows(rows, "std", {
+      {"all", [](const In& x) { return xgrad::std(x[0]); }},
+      {"all-biased", [](const In& x) { return x[0].std(false); }},
+      {"dim-1", [](const In& x) { return x[0].std(-1); }},
+      {"dim1-biased-keepdim", [](const In& x) { return xgrad::std(x[0], 1, false, true); }},
+      {"dims0,2", [](const In& x) { return x[0].std({0, 2}); }},
+  });
+  add_rows(rows, "amin", {
+      {"dim1", [](const In& x) { return amin(x[0], 1); }},
+      {"dims0,-1-keepdim", [](const In& x) { return x[0].amin({0, -1}, true); }},
+      {"all", [](const In& x) { return amin(x[0]); }},
+  });
   add_rows(rows, "max", {
       {"all", [](const In& x) { return max(x[0]); }},
       {"dim1", [](const In& x) { return max(x[0], 1).values; }},

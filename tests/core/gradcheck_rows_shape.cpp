@@ -109,6 +109,23 @@ std::vector<GradcheckRow> shape_rows() {
       {"tril/0", [] { return inputs({{4, 3}}); }, [](V x) { return tril(x[0]); }},
       {"tril/batched-diag2", [] { return inputs({{2, 2, 3, 5}}); }, [](V x) { return tril(x[0], 2); }},
       {"tril/neg-noncontig", [] { return one(noncontig({3, 4})); }, [](V x) { return tril(x[0], -1); }},
+      {"triu_/non-leaf", [] { return inputs({{2, 3, 4}}); },
+       [](V x) {
+         Tensor y = x[0] * 2.0;
+         return y.triu_(1);
+       }},
+      {"tril_/free-fn-then-view", [] { return inputs({{3, 4}}); },
+       [](V x) {
+         Tensor y = x[0].clone();
+         tril_(y, -1);
+         return y.t();
+       }},
+
+      // ---- roll
+      {"roll/flat", [] { return inputs({{3, 4}}); }, [](V x) { return x[0].roll(5); }},
+      {"roll/dim0-neg", [] { return inputs({{3, 4}}); }, [](V x) { return roll(x[0], -1, 0); }},
+      {"roll/two-dims", [] { return inputs({{2, 3, 4}}); }, [](V x) { return roll(x[0], {1, -6}, {0, 2}); }},
+      {"roll/noncontig", [] { return one(noncontig({3, 4})); }, [](V x) { return x[0].roll(2, -1); }},
   };
 }
 

@@ -1,14 +1,17 @@
 // xgrad/ops.h: every op, as free functions named like torch's.
 //
 // One source file per family under core/src/ops/ (creation, elementwise, reduce, shape,
-// linalg, activation, attention, nn_functional); each op's backward closure sits right under
-// its forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims may be negative.
+// indexing, linalg, activation, attention, nn_functional); each op's backward closure sits
+// right under its forward. Binary elementwise ops broadcast like NumPy/PyTorch. Integer dims
+// may be negative. Parameters are typed like torch's: Flag (bool only), Int (integers only),
+// Dims (an int or a list) from arg_types.h, so no int slides into a flag or a bool into a dim.
 // Adding an op: declare it here, implement forward + backward in its family's file, add a
 // row to the gradcheck table (tests/core/gradcheck_rows_<family>.cpp).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -19,16 +22,43 @@ namespace xgrad {
 // =====================================================================  creation.cpp
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
-Tensor arange(double end, DType dtype = kInt64);
-Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
-Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
-Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
+// full: the dtype follows the value unless `dtype` says otherwise, as in torch: full(s, 1.5)
+// is float32, full(s, 1) int64, full(s, true) bool.
+namespace detail {
+Tensor full_impl(const Shape& shape, double value, DType dtype);
+}  // namespace detail
+template <class V> requires std::is_arithmetic_v<V>
+Tensor full(const Shape& shape, V value, std::optional<DType> dtype = std::nullopt) {
+  const DType inferred = std::same_as<V, bool> ? kBool : Integer<V> ? kInt64 : kFloat32;
+  return detail::full_impl(shape, static_cast<double>(value), dtype.value_or(inferred));
+}
+// arange: int64 when every bound is an integer, else float32 (torch's inference: arange(5)
+// is int64, arange(5.0) and arange(0, 1, 0.1) float32), unless `dtype` says otherwise.
+namespace detail {
+Tensor arange_impl(double start, double end, double step, DType dtype);
+template <class... T> constexpr DType arange_dtype() {
+  return (Integer<T> && ...) ? kInt64 : kFloat32;
+}
+}  // namespace detail
+template <class E> requires std::is_arithmetic_v<E>
+Tensor arange(E end, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange_impl(0.0, static_cast<double>(end), 1.0,
+                             dtype.value_or(detail::arange_dtype<E>()));
+}
+template <class S, class E, class St = int>
+  requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St>
+Tensor arange(S start, E end, St step = 1, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange_impl(static_cast<double>(start), static_cast<double>(end),
+                             static_cast<double>(step),
+                             dtype.value_or(detail::arange_dtype<S, E, St>()));
+}
+Tensor linspace(double start, double end, Int steps, DType dtype = kFloat32);
+Tensor eye(Int n, Int m = -1, DType dtype = kFloat32);
 // Random tensors draw from `gen`, or the default generator (see random.h); the streams
 // match torch's for the same seed and shape.
 Tensor rand(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
-Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+Tensor randint(Int low, Int high, const Shape& shape, Generator* gen = nullptr);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
@@ -126,6 +156,8 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // where(cond, a, b): a where cond is true, else b (broadcasting all three).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);  // torch.where(c, x, 0.0)
+Tensor where(const Tensor& cond, double a, const Tensor& b);
 // Comparisons return bool tensors and record no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -171,46 +203,68 @@ inline Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
 inline Tensor operator!(const Tensor& a) { return logical_not(a); }
 
 // =====================================================================  reduce.cpp
-// dims empty = all dims. keepdim keeps reduced dims with size 1.
+// dims: one dim (sum(x, -1)), a list (sum(x, {0, 2})) or a Shape; {} = all dims. keepdim
+// keeps reduced dims with size 1. Flags bind to bool only and dims to integers only
+// (arg_types.h), so var(x, 1) is the variance over dim 1, as in torch.
 Tensor sum(const Tensor& a);
-Tensor sum(const Tensor& a, const Shape& dims, bool keepdim = false);
+Tensor sum(const Tensor& a, Dims dims, Flag keepdim = false);
 Tensor mean(const Tensor& a);
-Tensor mean(const Tensor& a, const Shape& dims, bool keepdim = false);
-Tensor var(const Tensor& a, bool unbiased = true);
-Tensor var(const Tensor& a, const Shape& dims, bool unbiased = true, bool keepdim = false);
-// var(x, {1}) must mean dims {1}: without this overload the braced {1} would convert to
-// `bool unbiased` and silently reduce over everything.
-inline Tensor var(const Tensor& a, std::initializer_list<int64_t> dims, bool unbiased = true,
-                  bool keepdim = false) {
-  return var(a, Shape(dims), unbiased, keepdim);
-}
-struct ValuesIndices {
-  Tensor values;
-  Tensor indices;  // int64
-};
+Tensor mean(const Tensor& a, Dims dims, Flag keepdim = false);
+Tensor var(const Tensor& a, Flag unbiased = true);
+Tensor var(const Tensor& a, Dims dims, Flag unbiased = true, Flag keepdim = false);
+Tensor std(const Tensor& a, Flag unbiased = true);                // sqrt(var)
+Tensor std(const Tensor& a, Dims dims, Flag unbiased = true, Flag keepdim = false);
 Tensor max(const Tensor& a);                                       // over all elements
-ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
+ValuesIndices max(const Tensor& a, Int dim, Flag keepdim = false);
+Tensor max(const Tensor& a, const Tensor& other);                  // torch.max(a, b): maximum
 Tensor min(const Tensor& a);
-ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
-Tensor amax(const Tensor& a, const Shape& dims, bool keepdim = false);
+ValuesIndices min(const Tensor& a, Int dim, Flag keepdim = false);
+Tensor min(const Tensor& a, const Tensor& other);                  // minimum
+Tensor amax(const Tensor& a, Dims dims = {}, Flag keepdim = false);
+Tensor amin(const Tensor& a, Dims dims = {}, Flag keepdim = false);
 Tensor argmax(const Tensor& a);                                    // flat index, int64
-Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
-Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& a, Int dim, Flag keepdim = false);
+Tensor argmin(const Tensor& a);
+Tensor argmin(const Tensor& a, Int dim, Flag keepdim = false);
 
 // =====================================================================  shape.cpp
 // (view, reshape, transpose, permute, slice, narrow, select, unsqueeze, squeeze, expand and
 // contiguous are Tensor methods; their backward lives in shape.cpp too.)
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
-std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
-std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+Tensor cat(const std::vector<Tensor>& tensors, Int dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, Int dim = 0);
+std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, Int dim = 0);
+// split(x, {2}, 1) means sizes {2}, as torch.split(x, [2], 1) (not split_size 2).
+inline std::vector<Tensor> split(const Tensor& a, std::initializer_list<int64_t> sizes, Int dim = 0) {
+  return split(a, std::vector<int64_t>(sizes), dim);
+}
+std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim = 0);
 // out[..., i, ...] = a[..., index[i], ...] along dim; index is 1-D int64.
-Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+Tensor index_select(const Tensor& a, Int dim, const Tensor& index);
 // value where mask (bool, broadcast to a's shape) is true.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
-Tensor triu(const Tensor& a, int64_t diagonal = 0);
-Tensor tril(const Tensor& a, int64_t diagonal = 0);
+Tensor triu(const Tensor& a, Int diagonal = 0);
+Tensor tril(const Tensor& a, Int diagonal = 0);
+// In place (differentiable, like masked_fill_): zero outside the triangle.
+Tensor& triu_(Tensor& a, Int diagonal = 0);
+Tensor& tril_(Tensor& a, Int diagonal = 0);
+// torch.roll: shift elements along dims (one int or a list each, same length), wrapping
+// around; dims {} rolls the flattened tensor and restores the shape.
+Tensor roll(const Tensor& a, Dims shifts, Dims dims = {});
+
+// =====================================================================  indexing.cpp
+// out[i][j][k] = a[index[i][j][k]][j][k] (dim 0; likewise for any dim): index int64 with the
+// same rank as a and index.size(d) <= a.size(d) for d != dim.
+Tensor gather(const Tensor& a, Int dim, const Tensor& index);
+// out = a, then out[index[i][j][k]][j][k] += src[i][j][k] (dim 0): gather's adjoint.
+Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src);
+// The elements where mask (bool, broadcast with a) is true, as a 1-D tensor (row-major order).
+Tensor masked_select(const Tensor& a, const Tensor& mask);
+// The k largest (largest = false: smallest) along dim, in order (also when !sorted: torch
+// leaves that order unspecified); indices int64. Equal values keep the lower index first
+// (torch leaves their order unspecified too); NaN ranks above every number. values carry
+// the gradient back to the chosen elements.
+ValuesIndices topk(const Tensor& a, Int k, Int dim = -1, Flag largest = true, Flag sorted = true);
 
 // =====================================================================  linalg.cpp
 // torch.matmul: 1-D..N-D, batch dims broadcast; OpenBLAS sgemm/dgemm with transpose flags
@@ -218,10 +272,15 @@ Tensor tril(const Tensor& a, int64_t diagonal = 0);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // F.linear: x @ weight.T + bias, weight (out, in), bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// torch.outer: a (n) and b (m) 1-D -> (n, m), out[i][j] = a[i] * b[j].
+Tensor outer(const Tensor& a, const Tensor& b);
+// torch.norm / Tensor.norm: the p-norm (sum |x|^p)^(1/p) over dims ({} = all); p = inf is
+// the largest |x|. norm(x, 2, 1) is each row's 2-norm, as torch's x.norm(2, 1).
+Tensor norm(const Tensor& a, double p = 2.0, Dims dims = {}, Flag keepdim = false);
 
 // =====================================================================  activation.cpp
-Tensor softmax(const Tensor& a, int64_t dim);
-Tensor log_softmax(const Tensor& a, int64_t dim);
+Tensor softmax(const Tensor& a, Int dim);
+Tensor log_softmax(const Tensor& a, Int dim);
 Tensor relu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 // approximate: "none" (erf) or "tanh" (GPT-2's).
@@ -240,7 +299,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 // Inputs need a unit-stride last dim to be read in place (the MHA's transpose(1, 2) views
 // are); others are copied once.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    double dropout_p = 0.0, bool is_causal = false,
+                                    double dropout_p = 0.0, Flag is_causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 namespace detail {
@@ -255,7 +314,7 @@ Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& k
 // =====================================================================  nn_functional.cpp
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
 // !training or p == 0. The mask comes from bernoulli_(1-p) on `gen` (torch's stream).
-Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
+Tensor dropout(const Tensor& a, double p, Flag training = true, Generator* gen = nullptr);
 // weight (num_embeddings, dim), indices int64 of any shape -> indices.shape + (dim,).
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
@@ -263,7 +322,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps = 1e-5);
 // logits (N, C) or (B, T, C) [class dim last], targets int64 (N) or (B, T); mean over the
 // targets that are not ignore_index. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 }  // namespace xgrad

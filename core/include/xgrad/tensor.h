@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "xgrad/arg_types.h"
 #include "xgrad/dtype.h"
 #include "xgrad/error.h"
 
@@ -22,6 +23,7 @@ namespace xgrad {
 
 struct Node;
 class Generator;
+struct ValuesIndices;  // (values, indices) of max/min along a dim and topk; below Tensor
 
 // A reference-counted buffer that views alias. Its version counter is bumped by every
 // in-place op on any view of it; tensors saved for backward remember the version they saw.
@@ -123,17 +125,15 @@ class Tensor {
   Tensor to(DType dtype) const;            // differentiable between float types
 
   // ---- method forms of ops.h
+  // (Flag binds to bool only, Int to integers only, Dims to one dim or a list: arg_types.h)
   Tensor sum() const;
-  Tensor sum(Shape dims, bool keepdim = false) const;
+  Tensor sum(Dims dims, Flag keepdim = false) const;
   Tensor mean() const;
-  Tensor mean(Shape dims, bool keepdim = false) const;
-  Tensor var(bool unbiased = true) const;
-  Tensor var(Shape dims, bool unbiased = true, bool keepdim = false) const;
-  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
-    return var(Shape(dims), unbiased, keepdim);  // so that x.var({1}) is not x.var(bool)
-  }
+  Tensor mean(Dims dims, Flag keepdim = false) const;
+  Tensor var(Flag unbiased = true) const;  // x.var(-1) is var over dim -1, as in torch
+  Tensor var(Dims dims, Flag unbiased = true, Flag keepdim = false) const;
   Tensor max() const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(Int dim, Flag keepdim = false) const;
   Tensor exp() const;
   Tensor log() const;
   Tensor sqrt() const;
@@ -142,10 +142,62 @@ class Tensor {
   Tensor abs() const;
   Tensor pow(double exponent) const;
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
-  Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
+  Tensor softmax(Int dim) const;
+  Tensor log_softmax(Int dim) const;
   Tensor matmul(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // ---- more method forms, with torch's spellings (issue #12; tensor_methods.cpp)
+  Tensor std(Flag unbiased = true) const;
+  Tensor std(Dims dims, Flag unbiased = true, Flag keepdim = false) const;
+  Tensor min() const;
+  ValuesIndices max(Int dim, Flag keepdim = false) const;  // auto [values, indices] = x.max(-1);
+  ValuesIndices min(Int dim, Flag keepdim = false) const;
+  Tensor max(const Tensor& other) const;                   // torch.max(x, y) = maximum(x, y)
+  Tensor min(const Tensor& other) const;
+  Tensor amax(Dims dims = {}, Flag keepdim = false) const;
+  Tensor amin(Dims dims = {}, Flag keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmin() const;
+  Tensor argmin(Int dim, Flag keepdim = false) const;
+  ValuesIndices topk(Int k, Int dim = -1, Flag largest = true, Flag sorted = true) const;
+  Tensor relu() const;
+  Tensor where(const Tensor& condition, const Tensor& other) const;  // where(cond, *this, other)
+  std::vector<Tensor> split(Int split_size, Int dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, Int dim = 0) const;
+  std::vector<Tensor> split(std::initializer_list<int64_t> sizes, Int dim = 0) const;  // {2}: sizes
+  std::vector<Tensor> chunk(Int chunks, Int dim = 0) const;
+  Tensor index_select(Int dim, const Tensor& index) const;
+  Tensor gather(Int dim, const Tensor& index) const;
+  Tensor scatter_add(Int dim, const Tensor& index, const Tensor& src) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor roll(Dims shifts, Dims dims = {}) const;  // shifts: one int or a list, like dims
+  Tensor tril(Int diagonal = 0) const;
+  Tensor triu(Int diagonal = 0) const;
+  Tensor& tril_(Int diagonal = 0);  // in place, differentiable
+  Tensor& triu_(Int diagonal = 0);
+  Tensor outer(const Tensor& other) const;
+  Tensor norm(double p = 2.0, Dims dims = {}, Flag keepdim = false) const;  // x.norm(2, -1)
+  // Plain-int shapes, as in torch: x.view(b, t, h, d), x.view(-1), x.permute(2, 0, 1).
+  template <Integer... I> requires(sizeof...(I) > 0)
+  Tensor view(I... sizes) const { return view(Shape{static_cast<int64_t>(sizes)...}); }
+  template <Integer... I> requires(sizeof...(I) > 0)
+  Tensor reshape(I... sizes) const { return reshape(Shape{static_cast<int64_t>(sizes)...}); }
+  template <Integer... I> requires(sizeof...(I) > 0)
+  Tensor permute(I... dims) const { return permute(Shape{static_cast<int64_t>(dims)...}); }
+  template <Integer... I> requires(sizeof...(I) > 0)
+  Tensor expand(I... sizes) const { return expand(Shape{static_cast<int64_t>(sizes)...}); }
+  // A bool or a float where torch wants an int does not compile (C++ would convert it: x[true]
+  // would be x[1], where torch's x[True] adds a dim).
+  template <class I> requires NotAnInt<I> Tensor operator[](I) const = delete;
+  template <class... A> requires(NotAnInt<A> || ...) Tensor transpose(A...) const = delete;
+  template <class... A> requires(NotAnInt<A> || ...) Tensor select(A...) const = delete;
+  template <class... A> requires(NotAnInt<A> || ...) Tensor narrow(A...) const = delete;
+  template <class... A> requires(NotAnInt<A> || ...) Tensor slice(A...) const = delete;
+  template <class... A> requires(NotAnInt<A> || ...) Tensor flatten(A...) const = delete;
+  template <class A> requires NotAnInt<A> Tensor unsqueeze(A) const = delete;
+  template <class A> requires NotAnInt<A> Tensor squeeze(A) const = delete;
+  template <class A> requires NotAnInt<A> int64_t size(A) const = delete;
 
   // ---- in-place (bump the version counter)
   Tensor& masked_fill_(const Tensor& mask, double value);  // differentiable
@@ -166,6 +218,12 @@ class Tensor {
  private:
   const TensorImpl& checked() const;
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// What max/min along a dim and topk return: auto [values, indices] = x.max(-1);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // int64
 };
 
 // Prints like PyTorch: tensor([[ 0.3374, -0.1778], ...], grad_fn=<SoftmaxBackward0>)

@@ -196,11 +196,11 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
 }  // namespace
 
 // ---------------------------------------------------------------- softmax / log_softmax
-Tensor softmax(const Tensor& a, int64_t dim) {
+Tensor softmax(const Tensor& a, Int dim) {
   return softmax_impl<false>("softmax", "SoftmaxBackward0", a, dim);
 }
 
-Tensor log_softmax(const Tensor& a, int64_t dim) {
+Tensor log_softmax(const Tensor& a, Int dim) {
   return softmax_impl<true>("log_softmax", "LogSoftmaxBackward0", a, dim);
 }
 

@@ -545,7 +545,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    double dropout_p, bool is_causal, std::optional<double> scale,
+                                    double dropout_p, Flag is_causal, std::optional<double> scale,
                                     Generator* gen) {
   return sdpa_impl(query, key, value, dropout_p, is_causal, scale, gen, kDefaultBlock);
 }

@@ -16,7 +16,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
+Tensor detail::full_impl(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
   kernels::dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -31,9 +31,7 @@ Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
-
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor detail::arange_impl(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange", "step must be nonzero");
   if ((end - start) / step < 0)
     fail("arange", "upper bound and step sign are inconsistent: start ", start, ", end ", end, ", step ", step);
@@ -47,7 +45,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
-Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+Tensor linspace(double start, double end, Int steps, DType dtype) {
   if (steps < 0) fail("linspace", "number of steps must be non-negative, got ", steps);
   if (!is_floating(dtype)) fail("linspace", "expects a floating dtype, got ", dtype_name(dtype));
   Tensor t = empty({steps}, dtype);
@@ -67,7 +65,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   return t;
 }
 
-Tensor eye(int64_t n, int64_t m, DType dtype) {
+Tensor eye(Int n, Int m, DType dtype) {
   if (m < 0) m = n;
   if (n < 0) fail("eye", "n must be non-negative, got ", n);
   Tensor t = zeros({n, m}, dtype);
@@ -93,7 +91,7 @@ Tensor randn(const Shape& shape, Generator* gen, DType dtype) {
   return t;
 }
 
-Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
+Tensor randint(Int low, Int high, const Shape& shape, Generator* gen) {
   if (high <= low) fail("randint", "expects low < high, got low ", low, " and high ", high);
   Tensor t = empty(shape, kInt64);
   Generator& g = gen ? *gen : default_generator();

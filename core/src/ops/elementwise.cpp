@@ -466,6 +466,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
 }
 
+// torch.where with a number for a branch: the number becomes a 0-d tensor of the other
+// branch's dtype (float32 when an int64 branch meets a fraction, as add() does).
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  if (int_with_fraction(a, b)) return where(cond, a.to(kFloat32), b);
+  return where(cond, a, scalar_tensor(b, a.dtype()));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  if (int_with_fraction(b, a)) return where(cond, a, b.to(kFloat32));
+  return where(cond, scalar_tensor(a, b.dtype()), b);
+}
+
 // ---------------------------------------------------------------- comparisons (no gradient)
 namespace {
 template <class Cmp>

@@ -43,7 +43,7 @@ void check_same_dtype(const char* op, const char* what, const Tensor& a, const T
 // reference: torch aten/src/ATen/native/Dropout.cpp, _dropout_impl (what CPU tensors run):
 //   noise = empty_like(input, contiguous).bernoulli_(1 - p); noise.div_(1 - p); input * noise
 // so the mask is torch's stream for a contiguous tensor of input's shape, whatever its layout.
-Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   if (!(p >= 0.0 && p <= 1.0))
     fail("dropout", "probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return a;
@@ -293,7 +293,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // and xgrad's cross_entropy(logits, targets) gives the same value and gradient for (B, T, C).
 // The mean is over targets != ignore_index (NaN when all are ignored, like torch's 0/0).
 // reference: torch's log_softmax + nll_loss (reduction='mean'); llm.c crossentropy_softmax_backward.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index) {
   if (logits.dim() != 2 && logits.dim() != 3)
     fail("cross_entropy", "logits must be (N, C) or (B, T, C) with classes last, got shape ",
          logits.shape());

@@ -1,4 +1,4 @@
-// core/src/ops/reduce.cpp: reductions (sum, mean, var, max/min, amax, argmax/argmin).
+// core/src/ops/reduce.cpp: reductions (sum, mean, var, std, max/min, amax/amin, argmax/argmin).
 //
 // How a reduction runs: stride-0 (expanded) dims are folded in without reading them twice,
 // the rest of the input (made contiguous) is seen as groups of adjacent dims that are all
@@ -318,7 +318,7 @@ Tensor keepdim_view(const Tensor& dout, const Shape& in_shape, const std::vector
 }  // namespace
 
 // ---------------------------------------------------------------- sum / mean
-Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
+Tensor sum(const Tensor& a, Dims dims, Flag keepdim) {
   const std::vector<bool> mask = reduced_mask("sum", a.shape(), dims);
   Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
   const char* name = dims.empty() && !keepdim ? "SumBackward0" : "SumBackward1";
@@ -330,7 +330,7 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
 
 Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
-Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& a, Dims dims, Flag keepdim) {
   if (!a.is_floating_point())
     fail("mean", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
          a.shape(), " (convert with .to(kFloat32) first)");
@@ -353,7 +353,7 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
 Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 
 // ---------------------------------------------------------------- var
-Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
+Tensor var(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
   if (!a.is_floating_point())
     fail("var", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
   const std::vector<bool> mask = reduced_mask("var", a.shape(), dims);
@@ -376,7 +376,33 @@ Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
   });
 }
 
-Tensor var(const Tensor& a, bool unbiased) { return var(a, {}, unbiased, false); }
+Tensor var(const Tensor& a, Flag unbiased) { return var(a, {}, unbiased, false); }
+
+// ---------------------------------------------------------------- std
+Tensor std(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
+  if (!a.is_floating_point())
+    fail("std", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
+  const std::vector<bool> mask = reduced_mask("std", a.shape(), dims);
+  const int64_t n = reduced_count(a.shape(), mask);
+  const double denom = static_cast<double>(n) - (unbiased ? 1.0 : 0.0);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sqrt(var(a, dims, unbiased, keepdim));
+  }
+  return record("StdBackward0", out, {a}, [as = save(a), outs = save(out), mask, n, denom](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = sqrt(sum((x - mean)^2) / denom), so
+    // dx = dout * (x - mean) / (denom * out); torch takes 0 where out == 0 (a constant slice)
+    const Tensor& x = as.get();
+    const Shape keep = reduced_shape(x.shape(), mask, true);
+    const Tensor s = outs.get().reshape(keep);
+    Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+    Tensor scale = masked_fill(div(dout.reshape(keep), mul(s, denom)), eq(s, 0.0), 0.0);
+    grads.add(0, mul(centered, scale));
+  });
+}
+
+Tensor std(const Tensor& a, Flag unbiased) { return std(a, {}, unbiased, false); }
 
 // ---------------------------------------------------------------- max / min / amax (values)
 namespace {
@@ -413,7 +439,7 @@ Tensor min(const Tensor& a) {
   });
 }
 
-Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) {
+Tensor amax(const Tensor& a, Dims dims, Flag keepdim) {
   const std::vector<bool> mask = reduced_mask("amax", a.shape(), dims);
   Tensor out = extreme_values<MaxOp>("amax", a, mask, reduced_shape(a.shape(), mask, keepdim));
   return record("AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
@@ -423,6 +449,20 @@ Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) {
     grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
   });
 }
+
+Tensor amin(const Tensor& a, Dims dims, Flag keepdim) {
+  const std::vector<bool> mask = reduced_mask("amin", a.shape(), dims);
+  Tensor out = extreme_values<MinOp>("amin", a, mask, reduced_shape(a.shape(), mask, keepdim));
+  return record("AminBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = the smallest element of each slice: the gradient is split
+    // evenly among the elements equal to it
+    const Shape keep = reduced_shape(as.get().shape(), mask, true);
+    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+  });
+}
+
+Tensor max(const Tensor& a, const Tensor& other) { return maximum(a, other); }
+Tensor min(const Tensor& a, const Tensor& other) { return minimum(a, other); }
 
 // ---------------------------------------------------------------- along one dim, with indices
 namespace {
@@ -533,22 +573,26 @@ ValuesIndices max_min_dim(const char* op, const char* node, const Tensor& a, int
 }
 }  // namespace
 
-ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+ValuesIndices max(const Tensor& a, Int dim, Flag keepdim) {
   return max_min_dim<true>("max", "MaxBackward0", a, dim, keepdim);
 }
-ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) {
+ValuesIndices min(const Tensor& a, Int dim, Flag keepdim) {
   return max_min_dim<false>("min", "MinBackward0", a, dim, keepdim);
 }
 
-Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+Tensor argmax(const Tensor& a, Int dim, Flag keepdim) {
   return arg_reduce<true>("argmax", a, dim, keepdim).indices;
 }
-Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+Tensor argmin(const Tensor& a, Int dim, Flag keepdim) {
   return arg_reduce<false>("argmin", a, dim, keepdim).indices;
 }
 Tensor argmax(const Tensor& a) {
   if (a.numel() == 0) fail("argmax", "expected a non-empty tensor, got shape ", a.shape());
   return arg_reduce<true>("argmax", a.reshape({-1}), 0, false).indices;
+}
+Tensor argmin(const Tensor& a) {
+  if (a.numel() == 0) fail("argmin", "expected a non-empty tensor, got shape ", a.shape());
+  return arg_reduce<false>("argmin", a.reshape({-1}), 0, false).indices;
 }
 
 }  // namespace xgrad

@@ -1,6 +1,6 @@
 // core/src/ops/shape.cpp: ops that assemble a tensor from pieces or pick parts of one: cat,
 // stack, split, chunk, index_select (the embedding lookup), masked_fill and the in-place
-// Tensor::masked_fill_ (the causal mask in attention), triu, tril. The zero-copy views
+// Tensor::masked_fill_ (the causal mask in attention), triu, tril (and in place), roll. The zero-copy views
 // (view, transpose, slice, ...) and their backward are in views.cpp.
 //
 // Adding an op: forward into a fresh contiguous `empty(...)`, backward closure right below,
@@ -53,7 +53,7 @@ int64_t prod(const Shape& s, int64_t begin, int64_t end) {
 
 // ---------------------------------------------------------------- cat / stack
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor cat(const std::vector<Tensor>& tensors, Int dim) {
   if (tensors.empty()) fail("cat", "expected a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].defined()) fail("cat", "tensor ", i, " of the list is undefined");
@@ -111,7 +111,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   });
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
   if (tensors.empty()) fail("stack", "expected a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) fail("stack", "tensor ", i, " of the list is undefined");
@@ -142,7 +142,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 // ---------------------------------------------------------------- split / chunk
 // The pieces are narrow() views of `a` (zero-copy; their backward is narrow's).
 
-std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
   const int64_t d = wrap("split", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
@@ -153,12 +153,12 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   std::vector<Tensor> out;
   for (int64_t i = 0; i < pieces; ++i) {
     const int64_t start = i * split_size;
-    out.push_back(a.narrow(d, start, std::min(split_size, n - start)));
+    out.push_back(a.narrow(d, start, std::min<int64_t>(split_size, n - start)));
   }
   return out;
 }
 
-std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, Int dim) {
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
   const int64_t d = wrap("split", dim, a.dim(), a.shape());
   int64_t total = 0;
@@ -178,7 +178,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
   return out;
 }
 
-std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
   if (a.dim() == 0) fail("chunk", "expects at least a 1-dimensional tensor, got shape []");
   if (chunks <= 0) fail("chunk", "expects `chunks` to be greater than 0, got ", chunks, " (shape ", a.shape(), ")");
   const int64_t d = wrap("chunk", dim, a.dim(), a.shape());
@@ -192,7 +192,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
 
 // ---------------------------------------------------------------- index_select
 
-Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   if (index.dtype() != kInt64)
     fail("index_select", "index must be an int64 tensor, got ", dtype_name(index.dtype()),
          " of shape ", index.shape(), " (use index.to(kInt64))");
@@ -364,7 +364,91 @@ Tensor triangle(const char* op, const char* name, const Tensor& a, int64_t diago
 
 }  // namespace
 
-Tensor triu(const Tensor& a, int64_t diagonal) { return triangle("triu", "TriuBackward0", a, diagonal, true); }
-Tensor tril(const Tensor& a, int64_t diagonal) { return triangle("tril", "TrilBackward0", a, diagonal, false); }
+Tensor triu(const Tensor& a, Int diagonal) { return triangle("triu", "TriuBackward0", a, diagonal, true); }
+Tensor tril(const Tensor& a, Int diagonal) { return triangle("tril", "TrilBackward0", a, diagonal, false); }
+
+namespace {
+// triu_/tril_: zero outside the triangle in place; recorded like masked_fill_.
+Tensor& triangle_(const char* op, const char* name, Tensor& a, int64_t diagonal, bool upper) {
+  if (a.dim() < 2) fail(op, "expects a tensor with at least 2 dimensions, got shape ", a.shape());
+  check_recorded_inplace(op, a);  // before writing: leaves, views in the graph
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.strides()[d] == 0 && a.shape()[d] > 1)
+      fail(op, "the tensor (shape ", a.shape(), ", strides ", a.strides(),
+           ") is an expanded view whose elements share memory; call .clone() first");
+  if (a.is_contiguous()) {
+    zero_outside_triangle(a, diagonal, upper);
+  } else {  // (..., R, C) strided: zero a contiguous copy, write it back
+    Tensor tmp = empty(a.shape(), a.dtype());
+    kernels::copy_into(tmp, a);
+    zero_outside_triangle(tmp, diagonal, upper);
+    kernels::copy_into(a, tmp);
+  }
+  ++a.impl()->storage->version;
+  return record_inplace(name, a, {}, [diagonal, upper](const Tensor& dout, Grads& grads) {
+    // in the forward pass self was zeroed outside the triangle, so the old self's gradient
+    // is dout inside it and 0 outside
+    Tensor da = empty(dout.shape(), dout.dtype());
+    kernels::copy_into(da, dout);
+    zero_outside_triangle(da, diagonal, upper);
+    grads.add(0, da);
+  });
+}
+}  // namespace
+
+Tensor& triu_(Tensor& a, Int diagonal) { return triangle_("triu_", "TriuBackward0", a, diagonal, true); }
+Tensor& tril_(Tensor& a, Int diagonal) { return triangle_("tril_", "TrilBackward0", a, diagonal, false); }
+
+// ---------------------------------------------------------------- roll
+
+namespace {
+// out = a rolled by `shift` along d (out contiguous, a any layout): out[(i + shift) % n] = a[i].
+void roll_into(const Tensor& out, const Tensor& a, int64_t d, int64_t shift) {
+  const int64_t n = a.shape()[d];
+  const int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
+  auto part = [d](const Tensor& t, int64_t start, int64_t len) {
+    Shape sh = t.shape();
+    sh[d] = len;
+    return make_view(t, sh, t.strides(), t.storage_offset() + start * t.strides()[d]);
+  };
+  if (n - s > 0) kernels::copy_into(part(out, s, n - s), part(a, 0, n - s));
+  if (s > 0) kernels::copy_into(part(out, 0, s), part(a, n - s, s));
+}
+
+Tensor roll_values(const Tensor& a, const Shape& shifts, const Shape& dims) {
+  if (dims.empty()) {  // the flattened tensor, shape restored
+    Tensor flat = empty({a.numel()}, a.dtype());
+    kernels::copy_into(make_view(flat, a.shape(), contiguous_strides(a.shape()), 0), a);
+    Tensor out = empty(a.shape(), a.dtype());
+    roll_into(make_view(out, {a.numel()}, {1}, 0), flat, 0, shifts[0]);
+    return out;
+  }
+  Tensor cur = a.detach();  // read through plain views: no graph bookkeeping
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    Tensor next = empty(a.shape(), a.dtype());
+    roll_into(next, cur, dims[i], shifts[i]);
+    cur = next;
+  }
+  return cur;
+}
+}  // namespace
+
+Tensor roll(const Tensor& a, Dims shifts, Dims dims) {
+  if (shifts.empty()) fail("roll", "expected at least one shift (shape ", a.shape(), ")");
+  if (dims.empty() ? shifts.size() != 1 : shifts.size() != dims.size())
+    fail("roll", "shifts ", Shape(shifts), " and dims ", Shape(dims),
+         " must have the same length (one shift without dims rolls the flattened tensor; shape ",
+         a.shape(), ")");
+  Shape wrapped;
+  for (int64_t d : dims) wrapped.push_back(wrap("roll", d, a.dim(), a.shape()));
+  if (a.dim() == 0) return a.clone();
+  Tensor out = roll_values(a, shifts, wrapped);  // a's shape
+  Shape back;
+  for (int64_t s : shifts) back.push_back(-s);
+  return record("RollBackward0", out, {a}, [back, wrapped](const Tensor& dout, Grads& grads) {
+    // in the forward pass element i moved to i + shift, so its gradient comes back from there
+    grads.add(0, roll_values(dout, back, wrapped));
+  });
+}
 
 }  // namespace xgrad

@@ -1,0 +1,262 @@
+// core/src/ops/indexing.cpp: ops driven by an index tensor or a mask: gather, scatter_add,
+// masked_select and topk. (index_select, the embedding lookup, is in shape.cpp.)
+//
+// gather and scatter_add are each other's adjoint, so both backwards (and topk's) are one
+// kernel, scatter_add_into. Indices are checked before anything is written: an index out of
+// range throws naming the op, the index, the dim and the shapes.
+// Adding an op: forward into a fresh contiguous `empty(...)`, backward closure right below,
+// and a row in tests/core/gradcheck_rows_indexing.cpp.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels.h"
+#include "xgrad/autograd.h"
+#include "xgrad/ops.h"
+
+namespace xgrad {
+
+namespace {
+
+int64_t wrap(const char* op, int64_t d, const Shape& shape) {
+  const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
+  if (d < -r || d >= r)
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
+         -r, ", ", r - 1, "])");
+  return d < 0 ? d + r : d;
+}
+
+// The element offsets (in elements, from data_ptr) of every position of `shape` in row-major
+// order, for a tensor with `strides` (a view may have any strides; 0-d has one position).
+std::vector<int64_t> offsets_of(const Shape& shape, const Shape& strides) {
+  const int64_t n = numel_of(shape);
+  std::vector<int64_t> off(static_cast<std::size_t>(n), 0);
+  std::vector<int64_t> pos(shape.size(), 0);
+  int64_t cur = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    off[i] = cur;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++pos[d] < shape[d]) {
+        cur += strides[d];
+        break;
+      }
+      cur -= (shape[d] - 1) * strides[d];
+      pos[d] = 0;
+    }
+  }
+  return off;
+}
+
+// Checks gather/scatter_add's index against `self` (the tensor indexed along dim) and returns
+// its values; `other` (src for scatter_add) must be at least as large as index in every dim.
+std::vector<int64_t> checked_index(const char* op, const Tensor& self, int64_t d, const Tensor& index,
+                                   const Tensor* other) {
+  if (index.dtype() != kInt64)
+    fail(op, "index must be an int64 tensor, got ", dtype_name(index.dtype()), " of shape ",
+         index.shape(), " (use index.to(kInt64))");
+  if (index.dim() != self.dim())
+    fail(op, "index ", index.shape(), " must have as many dims as the input ", self.shape());
+  for (int64_t k = 0; k < index.dim(); ++k) {
+    if (k != d && self.dim() > 0 && index.shape()[k] > self.shape()[k])
+      fail(op, "index ", index.shape(), " is larger than the input ", self.shape(), " in dim ", k,
+           " (only dim ", d, " may differ)");
+    if (other && other->dim() > 0 && index.shape()[k] > other->shape()[k])
+      fail(op, "index ", index.shape(), " is larger than src ", other->shape(), " in dim ", k);
+  }
+  std::vector<int64_t> idx = index.to_vector<int64_t>();
+  const int64_t n = self.dim() == 0 ? 1 : self.shape()[d];
+  for (int64_t v : idx)
+    if (v < 0 || v >= n)
+      fail(op, "index ", v, " is out of range for dim ", d, " of size ", n, " (input ",
+           self.shape(), ", index ", index.shape(), ")");
+  return idx;
+}
+
+// Offsets of every position p of `shape` (row-major) in a tensor with `strides`, where the
+// dim-d coordinate of p is replaced by idx[p]: the element gather reads or scatter writes.
+std::vector<int64_t> indexed_offsets(const Shape& shape, Shape strides, int64_t d,
+                                     const std::vector<int64_t>& idx) {
+  if (shape.empty()) return std::vector<int64_t>(idx.size(), 0);
+  const int64_t step = strides[d];
+  strides[d] = 0;
+  std::vector<int64_t> off = offsets_of(shape, strides);
+  for (std::size_t i = 0; i < off.size(); ++i) off[i] += idx[i] * step;
+  return off;
+}
+
+// dst[.., idx[p], ..] += src[p] along dim d for every position p of index_shape (dst and src
+// any layout; src is read at p itself).
+void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape,
+                      const std::vector<int64_t>& idx, const Tensor& src) {
+  if (idx.empty()) return;
+  const std::vector<int64_t> to = indexed_offsets(index_shape, dst.strides(), d, idx);
+  const std::vector<int64_t> from = offsets_of(index_shape, src.dim() == 0 ? Shape{} : src.strides());
+  kernels::dispatch_all(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail("scatter_add", "bool tensors are not supported (dst ", dst.shape(), ")");
+    } else {
+      const T* ps = src.data_ptr<T>();
+      T* pd = dst.data_ptr<T>();
+      for (std::size_t i = 0; i < idx.size(); ++i) pd[to[i]] += ps[from[i]];
+    }
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- gather
+
+Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
+  const int64_t d = wrap("gather", dim, a.shape());
+  const std::vector<int64_t> idx = checked_index("gather", a, d, index, nullptr);
+  Tensor out = empty(index.shape(), a.dtype());  // index's shape
+  const std::vector<int64_t> from = indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
+  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (std::size_t i = 0; i < idx.size(); ++i) po[i] = pa[from[i]];
+  });
+  return record("GatherBackward0", out, {a}, [a_shape = a.shape(), d, idx, index_shape = index.shape()](
+                                                 const Tensor& dout, Grads& grads) {
+    // in the forward pass out[p] = a[p with dim d at index[p]], so da there += dout[p]
+    // (an index that repeats accumulates)
+    Tensor da = zeros(a_shape, dout.dtype());
+    scatter_add_into(da, d, index_shape, idx, dout);
+    grads.add(0, da);
+  });
+}
+
+// ---------------------------------------------------------------- scatter_add
+
+Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src) {
+  const int64_t d = wrap("scatter_add", dim, a.shape());
+  if (src.dtype() != a.dtype())
+    fail("scatter_add", "src (", dtype_name(src.dtype()), ", shape ", src.shape(),
+         ") must have the input's dtype ", dtype_name(a.dtype()), " (shape ", a.shape(), ")");
+  if (src.dim() != a.dim())
+    fail("scatter_add", "src ", src.shape(), " must have as many dims as the input ", a.shape());
+  const std::vector<int64_t> idx = checked_index("scatter_add", a, d, index, &src);
+  Tensor out = empty(a.shape(), a.dtype());  // a's shape
+  kernels::copy_into(out, a);
+  scatter_add_into(out, d, index.shape(), idx, src);
+  return record("ScatterAddBackward0", out, {a, src},
+                [d, idx, index_shape = index.shape(), src_shape = src.shape()](const Tensor& dout, Grads& grads) {
+    // in the forward pass out = a + (src scattered to index), so da = dout and dsrc[p] =
+    // dout at p's scattered place (gather); src elements outside index's shape were unused
+    if (grads.wants(0)) grads.add(0, dout);
+    if (grads.wants(1)) {
+      Tensor dsrc = zeros(src_shape, dout.dtype());
+      const std::vector<int64_t> from = indexed_offsets(index_shape, dout.dim() == 0 ? Shape{} : dout.strides(), d, idx);
+      const std::vector<int64_t> to = offsets_of(index_shape, dsrc.dim() == 0 ? Shape{} : dsrc.strides());
+      kernels::dispatch_float(dout.dtype(), "scatter_add", [&](auto tag) {
+        using T = decltype(tag);
+        const T* pg = dout.data_ptr<T>();
+        T* ps = dsrc.data_ptr<T>();
+        for (std::size_t i = 0; i < idx.size(); ++i) ps[to[i]] = pg[from[i]];
+      });
+      grads.add(1, dsrc);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- masked_select
+
+Tensor masked_select(const Tensor& a, const Tensor& mask) {
+  if (!mask.defined() || mask.dtype() != kBool)
+    fail("masked_select", "expected a bool mask, got ",
+         mask.defined() ? dtype_name(mask.dtype()) : "an undefined tensor", " (input ", a.shape(),
+         mask.defined() ? ", mask " + shape_str(mask.shape()) : std::string(), ")");
+  const Shape shape = kernels::broadcast_shapes("masked_select", a.shape(), mask.shape());
+  const Tensor m = mask.expand(shape).contiguous();
+  const std::vector<int64_t> from = offsets_of(shape, kernels::broadcast_strides(a, shape));
+  const bool* pm = m.data_ptr<bool>();
+  std::vector<int64_t> picked;  // positions of the broadcast shape, row-major
+  for (int64_t i = 0, n = numel_of(shape); i < n; ++i)
+    if (pm[i]) picked.push_back(i);
+  Tensor out = empty({static_cast<int64_t>(picked.size())}, a.dtype());  // (number of trues)
+  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (std::size_t j = 0; j < picked.size(); ++j) po[j] = pa[from[picked[j]]];
+  });
+  return record("MaskedSelectBackward0", out, {a}, [a_shape = a.shape(), shape, picked](const Tensor& dout, Grads& grads) {
+    // in the forward pass out[j] = a at the j-th true position, so that position of the
+    // broadcast shape gets dout[j]; then sum over the dims a was broadcast along
+    Tensor g = zeros(shape, dout.dtype());
+    const Tensor gd = dout.contiguous();
+    kernels::dispatch_float(dout.dtype(), "masked_select", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pd = gd.data_ptr<T>();
+      T* pg = g.data_ptr<T>();
+      for (std::size_t j = 0; j < picked.size(); ++j) pg[picked[j]] = pd[j];
+    });
+    grads.add(0, g.shape() == a_shape ? g : sum_to(g, a_shape));
+  });
+}
+
+// ---------------------------------------------------------------- topk
+
+ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
+  (void)sorted;  // the result is always sorted (torch leaves the order unspecified otherwise)
+  const int64_t d = wrap("topk", dim, a.shape());
+  const int64_t R = a.dim() == 0 ? 1 : a.shape()[d];
+  if (k < 0 || k > R)
+    fail("topk", "k (", k.get(), ") is out of range for dim ", d, " of size ", R, " (shape ", a.shape(), ")");
+  if (a.dtype() == kBool) fail("topk", "bool tensors are not supported (shape ", a.shape(), ")");
+  Shape out_shape = a.shape();
+  if (a.dim() > 0) out_shape[d] = k;
+  // rows along d: the positions of a with dim d at 0, each with R elements stride a.stride(d)
+  Shape rows_shape = a.shape();
+  if (a.dim() > 0) rows_shape[d] = 1;
+  const std::vector<int64_t> row_in = offsets_of(rows_shape, a.dim() == 0 ? Shape{} : a.strides());
+  ValuesIndices r{empty(out_shape, a.dtype()), empty(out_shape, kInt64)};
+  const std::vector<int64_t> row_out = offsets_of(rows_shape, a.dim() == 0 ? Shape{} : r.values.strides());
+  const int64_t in_step = a.dim() == 0 ? 0 : a.strides()[d];
+  const int64_t out_step = a.dim() == 0 ? 0 : r.values.strides()[d];
+  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* pa = a.data_ptr<T>();
+      T* pv = r.values.data_ptr<T>();
+      int64_t* pi = r.indices.data_ptr<int64_t>();
+      std::vector<int64_t> order(static_cast<std::size_t>(R));
+      for (std::size_t row = 0; row < row_in.size(); ++row) {
+        const T* x = pa + row_in[row];
+        // NaN ranks above every number (largest) or below none (smallest), like torch;
+        // equal values keep the lower index first
+        const auto before = [&](int64_t i, int64_t j) {
+          const T xi = x[i * in_step], xj = x[j * in_step];
+          const bool ni = xi != xi, nj = xj != xj;
+          if (ni || nj) {
+            if (ni && nj) return i < j;
+            return largest ? ni : nj;
+          }
+          if (xi != xj) return largest ? xi > xj : xi < xj;
+          return i < j;
+        };
+        std::iota(order.begin(), order.end(), int64_t{0});
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          pv[row_out[row] + j * out_step] = x[order[j] * in_step];
+          pi[row_out[row] + j * out_step] = order[j];
+        }
+      }
+    }
+  });
+  r.values = record("TopkBackward0", r.values, {a},
+                    [a_shape = a.shape(), d, idx = r.indices.to_vector<int64_t>(), out_shape](
+                        const Tensor& dout, Grads& grads) {
+    // in the forward pass values = a at the chosen indices along d, so each chosen element
+    // gets its dout (the indices are distinct within a row)
+    Tensor da = zeros(a_shape, dout.dtype());
+    scatter_add_into(da, d, out_shape, idx, dout);
+    grads.add(0, da);
+  });
+  return r;
+}
+
+}  // namespace xgrad
