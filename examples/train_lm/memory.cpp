@@ -1,6 +1,8 @@
 // examples/train_lm/memory.cpp: see memory.h.
 #include "memory.h"
 
+#include <sys/sysinfo.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -67,6 +69,10 @@ std::optional<double> available_memory_bytes() {
       avail = kb * 1024;
       break;
     }
+  }
+  if (!avail) {  // no /proc (a bare chroot): the kernel's own count of free memory
+    struct sysinfo si {};
+    if (::sysinfo(&si) == 0) avail = (double(si.freeram) + double(si.bufferram)) * si.mem_unit;
   }
   std::optional<double> max = read_number("/sys/fs/cgroup/memory.max");
   std::optional<double> cur = read_number("/sys/fs/cgroup/memory.current");

@@ -25,9 +25,9 @@ struct MemoryEstimate {
 // c.vocab_size must be set (from the corpus).
 MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size);
 
-// Memory this process can still get: the smaller of MemAvailable (/proc/meminfo) and the
-// cgroup's memory.max - memory.current; XGRAD_MEMORY_LIMIT (bytes) overrides both. nullopt when
-// none is known.
+// Memory this process can still get: the smaller of MemAvailable (/proc/meminfo; without
+// /proc, sysinfo()'s free + buffer memory) and the cgroup's memory.max - memory.current;
+// XGRAD_MEMORY_LIMIT (bytes) overrides both. nullopt when none is known.
 std::optional<double> available_memory_bytes();
 
 std::string format_bytes(double bytes);  // "512.0 KiB", "3.4 GiB"
