@@ -189,8 +189,7 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   for (int64_t s : shape)
     if (s < 0) fail("make_view", "negative size in shape ", shape);
   const bool empty_view = numel_of(shape) == 0;  // throws when the element count overflows
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) continue;
+  for (std::size_t d = 0; d < shape.size() && !empty_view; ++d) {  // no element: no bounds
     const int64_t span = checked_mul(shape[d] - 1, strides[d], shape);
     if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
       fail("make_view", "view with shape ", shape, " and strides ", strides, " overflows int64");

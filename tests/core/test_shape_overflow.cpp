@@ -78,6 +78,12 @@ TEST(ShapeOverflow, ViewsCheckTheirArithmetic) {
   Tensor s2 = a.slice(0, 1, 10, 4);  // 1, 5, 9
   EXPECT_EQ(s2.to_vector<float>(), (std::vector<float>{1, 5, 9}));
   EXPECT_EQ(s2.stride(0), 4);
+  // an empty view may have sizes whose strides do not fit: no element is addressed
+  // (found by fuzz/fuzz_shapes: expand to [7, 5, 0], then view as [2, 2^32, 2^32, 0, 0])
+  Tensor z = zeros({1, 1}).expand({7, 5, 0});
+  Tensor zv = z.view({2, k32, k32, 0, 0});
+  EXPECT_EQ(zv.numel(), 0);
+  EXPECT_EQ(zv.shape(), (Shape{2, k32, k32, 0, 0}));
   // negative sizes in a hand-made view are refused
   EXPECT_MESSAGE_HAS(error_of([&] { make_view(a, {-2}, {1}, 0); }), "[-2]");
 }
