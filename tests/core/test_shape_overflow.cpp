@@ -84,6 +84,10 @@ TEST(ShapeOverflow, ViewsCheckTheirArithmetic) {
   Tensor zv = z.view({2, k32, k32, 0, 0});
   EXPECT_EQ(zv.numel(), 0);
   EXPECT_EQ(zv.shape(), (Shape{2, k32, k32, 0, 0}));
+  EXPECT_EQ(zv.contiguous().numel(), 0);  // the copy kernels skip it before any stride product
+  EXPECT_EQ(zv.reshape({0}).numel(), 0);
+  EXPECT_EQ(zv.slice(1, k32, k32).numel(), 0);  // start * stride = 2^64: not addressed
+  EXPECT_EQ(zv.select(0, 1).shape(), (Shape{k32, k32, 0, 0}));
   // negative sizes in a hand-made view are refused
   EXPECT_MESSAGE_HAS(error_of([&] { make_view(a, {-2}, {1}, 0); }), "[-2]");
 }

@@ -78,6 +78,16 @@ std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, cons
   return out;
 }
 
+// storage_offset + index * stride. Inside a non-empty view this fits (make_view checked the
+// bounds); an empty view addresses nothing and may have strides whose products overflow: it
+// keeps the input's offset then.
+int64_t offset_at(const Tensor& t, int64_t index, int64_t stride) {
+  int64_t off;
+  if (__builtin_mul_overflow(index, stride, &off) || __builtin_add_overflow(off, t.storage_offset(), &off))
+    return t.storage_offset();
+  return off;
+}
+
 Tensor view_as_shape(const Tensor& self, const Shape& shape, const Shape& strides) {
   return make_view(self, shape, strides, self.storage_offset());
 }
@@ -179,7 +189,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   // stride * step as torch; it can only overflow when the dim has size <= 1 (step >= n), where
   // any stride addresses the same element: keep the input's then
   if (__builtin_mul_overflow(strides()[d], step, &st[d])) st[d] = strides()[d];
-  Tensor out = make_view(*this, sh, st, storage_offset() + start * strides()[d]);
+  Tensor out = make_view(*this, sh, st, offset_at(*this, start, strides()[d]));
   const Shape in_shape = shape();
   return record("SliceBackward0", out, {*this}, [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0 elsewhere
@@ -210,7 +220,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sh = shape(), st = strides();
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  Tensor out = make_view(*this, sh, st, storage_offset() + index * strides()[d]);
+  Tensor out = make_view(*this, sh, st, offset_at(*this, index, strides()[d]));
   const Shape in_shape = shape();
   return record("SelectBackward0", out, {*this}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
