@@ -4,6 +4,8 @@
 #   scripts/deps.sh           compiler, CMake, OpenBLAS, GoogleTest, Google Benchmark, ...
 #   scripts/deps.sh --torch   also python3-torch (fixture regeneration and benchmarks against
 #                             PyTorch only; the C++ build and tests never need it)
+#   scripts/deps.sh --fuzz    also clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer
+#                             runtimes for clang) for scripts/fuzz.sh
 #   scripts/deps.sh --train   also what scripts/train.sh uses: gnuplot-nox (the loss-curve PNG)
 #                             and npm (scripts/get_corpus.sh), the latter only when no npm is on
 #                             PATH (the machine's own Node.js may bring one)
@@ -19,6 +21,7 @@ packages=(libxsimd-dev libxtensor-dev libxtensor-blas-dev libopenblas-dev libspd
 for arg in "$@"; do
   case "$arg" in
     --torch) packages+=(python3-torch) ;;
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
     --train)
       packages+=(gnuplot-nox)
       command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -65,11 +65,12 @@ RowGeometry<N> merge_dims(const Shape& shape, const std::array<Shape, N>& stride
   RowGeometry<N> g;
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (rank > 16) fail("for_each_row", "tensors of more than 16 dims are not supported");
+  // empty first: an empty view's other sizes times their strides may not fit in int64
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    g.empty = true;
+    return g;
+  }
   for (int64_t d = 0; d < rank; ++d) {
-    if (shape[d] == 0) {
-      g.empty = true;
-      return g;
-    }
     if (shape[d] == 1) continue;
     bool fuse = g.nd > 0;
     for (std::size_t k = 0; k < N && fuse; ++k)

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <numeric>
@@ -129,18 +130,33 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+// a * b for shape and stride arithmetic; an int64 overflow throws naming the shape (issue #13).
+static int64_t checked_mul(int64_t a, int64_t b, const Shape& shape) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail("shape", "the element count or a stride of shape ", shape, " overflows int64");
+  return r;
+}
+
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (s == 0) return 0;  // a zero makes any product 0 (torch: zeros(0, 2**40, 2**40) is fine)
+  for (int64_t s : shape) n = checked_mul(n, s, shape);
   return n;
 }
 
 Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
+  const bool empty = numel_of(shape) == 0;  // no element is addressed: a stride may saturate
   int64_t acc = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
     st[d] = acc;
-    acc *= std::max<int64_t>(shape[d], 1);
+    if (d == 0) break;
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[d], 1), &acc)) {
+      if (!empty) checked_mul(acc, shape[d], shape);  // throws naming the shape
+      acc = std::numeric_limits<int64_t>::max();
+    }
   }
   return st;
 }
@@ -148,8 +164,17 @@ Shape contiguous_strides(const Shape& shape) {
 Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape)
     if (s < 0) fail("empty", "negative size in shape ", shape);
+  const int64_t n = numel_of(shape);
+  if (n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize(dtype)))
+    fail("empty", "a ", dtype_name(dtype), " tensor of shape ", shape, " needs more than 2^63 bytes");
+  const auto nbytes = static_cast<std::size_t>(n) * itemsize(dtype);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(numel_of(shape)) * itemsize(dtype));
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes);
+  } catch (const std::exception&) {  // Storage's Error or std::bad_alloc: say who asked for what
+    fail("empty", "out of memory: cannot allocate ", nbytes, " bytes for a ", dtype_name(dtype),
+         " tensor of shape ", shape, " (", memory_stats().current_bytes, " bytes already in use)");
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -161,12 +186,13 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   if (shape.size() != strides.size()) fail("make_view", "shape ", shape, " and strides ", strides, " differ in rank");
   // bounds: the lowest and highest element addressed must lie inside the storage
   int64_t lo = offset, hi = offset;
-  bool empty_view = false;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) empty_view = true;
-    if (shape[d] <= 0) continue;
-    const int64_t span = (shape[d] - 1) * strides[d];
-    (span < 0 ? lo : hi) += span;
+  for (int64_t s : shape)
+    if (s < 0) fail("make_view", "negative size in shape ", shape);
+  const bool empty_view = numel_of(shape) == 0;  // throws when the element count overflows
+  for (std::size_t d = 0; d < shape.size() && !empty_view; ++d) {  // no element: no bounds
+    const int64_t span = checked_mul(shape[d] - 1, strides[d], shape);
+    if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      fail("make_view", "view with shape ", shape, " and strides ", strides, " overflows int64");
   }
   const int64_t capacity = static_cast<int64_t>(b.storage->nbytes / itemsize(b.dtype));
   if (!empty_view && (lo < 0 || hi >= capacity))

@@ -31,6 +31,19 @@ int64_t parse_step_name(const std::string& name) {
   return v;
 }
 
+// "<name>.tmp.<pid>" (write_file_atomic's temp name) for the files we write into a checkpoint
+// root, and ".write-test.<pid>" (check_writable_dir's probe).
+bool is_leftover_temp_file(const std::string& n) {
+  auto digits_after = [&](std::size_t at) {
+    return at < n.size() && n.find_first_not_of("0123456789", at) == std::string::npos;
+  };
+  if (n.rfind(".write-test.", 0) == 0) return digits_after(12);
+  const std::size_t t = n.rfind(".tmp.");
+  if (t == std::string::npos || !digits_after(t + 5)) return false;
+  const std::string base = n.substr(0, t);
+  return base == kLatestFile || (base.size() > 4 && base.compare(base.size() - 4, 4, ".csv") == 0);
+}
+
 std::optional<std::string> read_latest(const fs::path& root) {
   fs::path p = root / kLatestFile;
   std::error_code ec;
@@ -82,10 +95,12 @@ fs::path save_checkpoint(const fs::path& root, int64_t step, const NamedTensors&
   if (latest && *latest == name)
     xgrad::fail("checkpoint", final_dir.string(), " is already the latest checkpoint");
 
-  // Leftovers of interrupted saves are never valid checkpoints.
+  // Leftovers of interrupted saves are never valid checkpoints, nor are the temp files of a
+  // killed atomic write (latest.tmp.<pid>, metrics.csv.tmp.<pid>, the .write-test.<pid> probe).
   for (const auto& e : fs::directory_iterator(root, ec)) {
     std::string n = e.path().filename().string();
     if (n.rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+    else if (is_leftover_temp_file(n)) fs::remove(e.path(), ec);
   }
 
   const fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));

@@ -20,7 +20,9 @@
 
 namespace train_lm {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: both files carry xgrad_header_crc32 (the header checksum), required when loading;
+// version 1 files (data checksum only) still load.
+inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 inline constexpr const char* kLatestFile = "latest";

@@ -52,6 +52,10 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
       ->capture_default_str();
   t.add_option("--top-k", f.top_k, "sample from the k most likely characters; 0 = all")
       ->capture_default_str();
+  t.add_option("--top-p", f.top_p, "sample from the smallest set of characters whose "
+               "probabilities add up to p (nucleus); 1 = all")->capture_default_str();
+  t.add_flag("--dry-run", f.dry_run, "check flags, corpus and checkpoint, print the memory "
+             "estimate, and stop without writing anything");
   t.add_option("--data", f.data, "UTF-8 text corpus")->capture_default_str();
   t.add_option("--metrics", f.metrics, "CSV metrics file (default <checkpoint-dir>/metrics.csv)");
   t.add_flag("!--no-progress", f.progress, "plain log lines instead of the live progress bar");
@@ -66,8 +70,24 @@ void add_generate_flags(CLI::App& g, GenerateOptions& o) {
       ->capture_default_str();
   g.add_option("--top-k", o.top_k, "sample from the k most likely characters; 0 = all")
       ->capture_default_str();
+  g.add_option("--top-p", o.top_p, "nucleus sampling: the smallest set of characters whose "
+               "probabilities add up to p; 1 = all")->capture_default_str();
   g.add_option("--seed", o.seed, "random seed")->capture_default_str();
   g.add_option("--threads", o.threads, "threads (xgrad::set_num_threads); 0 = default")->capture_default_str();
+}
+
+// Every numeric flag checks its text against its documented range before CLI11 converts it
+// (CLI11's conversion clamps 99999999999999999999 to INT64_MAX); the range is in --help.
+void add_range_checks(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty()) continue;
+    const std::string flag = opt->get_lnames()[0];
+    const FlagRange* r = flag_range(flag);
+    if (!r) continue;
+    opt->description(opt->get_description() + " (range " + describe_range(*r) + ")");
+    opt->check(CLI::Validator([flag](std::string& text) { return check_flag_text(flag, text); },
+                              "", "range"));
+  }
 }
 
 }  // namespace
@@ -85,6 +105,8 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   GenerateOptions g;
   CLI::App* gen = app.add_subcommand("generate", "sample text from a checkpoint");
   add_generate_flags(*gen, g);
+  add_range_checks(*train);
+  add_range_checks(*gen);
 
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());

@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 
+#include "memory.h"
 #include "trainer.h"
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
@@ -24,6 +26,35 @@ int error_exit(const std::string& what, int code = 1) {
   return code;
 }
 
+// A metrics file left by a run that stopped before its first checkpoint (NaN loss, out of
+// memory, killed): kept under a new name so the directory can start again (issue #13).
+void set_aside_failed_metrics(const TrainOptions& o) {
+  const fs::path metrics = o.metrics_path();
+  std::error_code ec;
+  if (!fs::exists(metrics, ec)) return;
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  fs::path aside = metrics;
+  aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + metrics.extension().string());
+  for (int i = 1; fs::exists(aside, ec); ++i)
+    aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + "-" + std::to_string(i) +
+                           metrics.extension().string());
+  fs::rename(metrics, aside, ec);
+  if (ec) xgrad::fail("metrics", "cannot rename ", metrics.string(), " to ", aside.string(), ": ", ec.message());
+  fsync_dir(aside.parent_path());
+  spdlog::warn("{} holds no checkpoint: the metrics of the run that stopped before its first "
+               "checkpoint are kept as {}; starting from step 0",
+               o.checkpoint_dir, aside.string());
+}
+
+// The metrics file is inside the checkpoint directory (the default --metrics).
+bool metrics_in_checkpoint_dir(const TrainOptions& o) {
+  std::error_code ec;
+  const fs::path m = fs::weakly_canonical(fs::path(o.metrics_path()), ec).parent_path();
+  return !ec && m == fs::weakly_canonical(fs::path(o.checkpoint_dir), ec) && !ec;
+}
+
 }  // namespace
 
 int run_train(TrainOptions o) {
@@ -34,12 +65,13 @@ int run_train(TrainOptions o) {
     // 1. the checkpoint to resume, or the proof that we would not overwrite one
     std::optional<CheckpointFiles> ck;
     std::error_code ec;
-    if (o.resume) {
-      std::optional<fs::path> dir = fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
-      if (!dir)
-        return error_exit("--resume: no checkpoint in " + root.string() +
-                          " (train without --resume to start one)", 1);
-      ck = load_checkpoint_files(*dir);
+    const std::optional<fs::path> existing =
+        fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
+    // a directory a failed first run left (a metrics file, no checkpoint) starts again
+    const bool failed_first_run = !existing && fs::exists(o.metrics_path(), ec) &&
+                                  metrics_in_checkpoint_dir(o);
+    if (o.resume && existing) {
+      ck = load_checkpoint_files(*existing);
       const std::string file = (ck->dir / kTrainStateFile).string();
       auto meta = [&](const char* key) {
         auto it = ck->train_state.metadata.find(key);
@@ -57,11 +89,15 @@ int run_train(TrainOptions o) {
       }
       merge_saved_options(o, meta("train_options"), saved);
       validate(o);
-    } else if (fs::exists(root, ec) && find_checkpoint(root)) {
+    } else if (o.resume && !failed_first_run) {
+      return error_exit("--resume: no checkpoint in " + root.string() +
+                        " (train without --resume to start one)", 1);
+    } else if (existing) {
       return error_exit("checkpoint directory " + root.string() +
                         " already holds a checkpoint; pass --resume to continue it, or choose "
                         "another --checkpoint-dir", 1);
     }
+    if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
 
     // 2. the corpus
     std::string text = read_corpus(o.data);
@@ -69,8 +105,23 @@ int run_train(TrainOptions o) {
     text.clear();
     text.shrink_to_fit();
 
-    // 3. writable outputs, before any training time is spent
+    // 3. memory, before anything is allocated
+    o.model.vocab_size = corpus.tokenizer.vocab_size();  // as the Trainer will set it
+    const GPTConfig& full = o.model;
+    const MemoryEstimate mem = estimate_training_memory(full, o.batch_size);
+    const std::optional<double> available = available_memory_bytes();
+    check_memory_fits(o, mem, available);
+    if (o.dry_run) {
+      std::cout << "dry run: " << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
+                << "; corpus " << o.data << " (vocabulary " << full.vocab_size << ")\n"
+                << describe_memory(mem, available) << "\nnothing was written" << std::endl;
+      return 0;
+    }
+    spdlog::info("{}", describe_memory(mem, available));
+
+    // 4. writable outputs, before any training time is spent
     check_writable_dir(root);
+    if (failed_first_run) set_aside_failed_metrics(o);
     Trainer trainer(o, std::move(corpus));
     if (ck) {
       trainer.load(*ck);  // config, vocabulary and tensors checked here
@@ -78,7 +129,8 @@ int run_train(TrainOptions o) {
       ck.reset();
     }
     // a new run refuses an existing metrics file; a resumed one drops the rows after its step
-    MetricsLog metrics(o.metrics_path(), o.resume ? trainer.step() : -1);
+    MetricsLog metrics(o.metrics_path(), trainer.step() > 0 ? trainer.step() : -1);
+    if (!metrics.note().empty()) spdlog::warn("{}", metrics.note());
     const auto& m = trainer.options().model;
     spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
                  "batch {}, {} steps, lr {} -> {}",
@@ -150,7 +202,7 @@ int run_generate(const GenerateOptions& o) {
     }
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids =
-        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen);
+        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p);
     std::cout << tok.decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {

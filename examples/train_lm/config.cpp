@@ -1,8 +1,13 @@
 // examples/train_lm/config.cpp: see config.h.
 #include "config.h"
 
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace train_lm {
 namespace {
@@ -14,14 +19,127 @@ template <class... Parts>
   throw ConfigError(os.str());
 }
 
+// One row per numeric flag: the README's "range" column.
+constexpr double kBig = 1e9;
+const FlagRange kRanges[] = {
+    {"context-length", 1, 1 << 20, true},
+    {"emb-dim", 1, 1 << 20, true},
+    {"n-heads", 1, 1 << 16, true},
+    {"n-layers", 1, 1 << 16, true},
+    {"drop-rate", 0, 1, false, false, true},
+    {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
+    {"steps", 1, kBig, true},
+    {"time-budget", 0, kBig, false},
+    {"lr", 0, 10, false, true, false},
+    {"min-lr", 0, 10, false},
+    {"warmup", 0, kBig, true},
+    {"weight-decay", 0, 100, false},
+    {"beta1", 0, 1, false, false, true},
+    {"beta2", 0, 1, false, false, true},
+    {"grad-clip", 0, kBig, false},
+    {"eval-interval", 1, kBig, true},
+    {"eval-iters", 1, kBig, true},
+    {"seed", 0, 18446744073709551615.0, true},
+    {"threads", 0, 4096, true},
+    {"keep-checkpoints", 1, 1e6, true},
+    {"sample-length", 0, kBig, true},
+    {"max-new-tokens", 0, kBig, true},
+    {"temperature", 0, 1e6, false},
+    {"top-k", 0, kBig, true},
+    {"top-p", 0, 1, false, true, false},
+};
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+bool in_range(const FlagRange& r, double v) {
+  return std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+}
+
+const FlagRange& range_of(const char* flag) {
+  const FlagRange* r = flag_range(flag);
+  if (!r) throw std::logic_error(std::string("no range for flag --") + flag);
+  return *r;
+}
+
+// Values already converted (from a checkpoint, a test, a struct): the same ranges.
+void check(const char* flag, int64_t v) {
+  const FlagRange& r = range_of(flag);
+  if (!in_range(r, static_cast<double>(v)))
+    bad("--", flag, " must be in ", describe_range(r), ", got ", v);
+}
+void check(const char* flag, double v) {
+  const FlagRange& r = range_of(flag);
+  if (!in_range(r, v)) bad("--", flag, " must be in ", describe_range(r), ", got ", num(v));
+}
+
 void check_positive(const char* flag, int64_t v) {
   if (v <= 0) bad("--", flag, " must be positive, got ", v);
 }
-void check_finite_nonneg(const char* flag, double v) {
-  if (!std::isfinite(v) || v < 0) bad("--", flag, " must be a finite number >= 0, got ", v);
-}
 
 }  // namespace
+
+const FlagRange* flag_range(const std::string& flag) {
+  for (const FlagRange& r : kRanges)
+    if (flag == r.flag) return &r;
+  return nullptr;
+}
+
+std::string describe_range(const FlagRange& r) {
+  if (std::string(r.flag) == "seed") return "[0, 18446744073709551615]";
+  return std::string(r.lo_open ? "(" : "[") + num(r.lo) + ", " + num(r.hi) + (r.hi_open ? ")" : "]");
+}
+
+std::string check_flag_text(const std::string& flag, const std::string& text) {
+  const FlagRange* r = flag_range(flag);
+  if (!r) return "";
+  const std::string name = "--" + flag;
+  const char* b = text.data();
+  const char* e = text.data() + text.size();
+  if (r->integer) {
+    if (flag == "seed") {
+      uint64_t u = 0;
+      auto [p, ec] = std::from_chars(b, e, u);
+      if (ec == std::errc::result_out_of_range)
+        return name + " " + text + " is out of range " + describe_range(*r);
+      if (ec != std::errc() || p != e || text.empty())
+        return name + " must be an integer in " + describe_range(*r) + ", got '" + text + "'";
+      return "";
+    }
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(b, e, v);
+    if (ec == std::errc::result_out_of_range)
+      return name + " " + text + " is out of range " + describe_range(*r);
+    if (ec != std::errc() || p != e || text.empty())
+      return name + " must be an integer in " + describe_range(*r) + ", got '" + text + "'";
+    if (!in_range(*r, static_cast<double>(v)))
+      return name + " " + text + " is out of range " + describe_range(*r);
+    return "";
+  }
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size())
+    return name + " must be a number in " + describe_range(*r) + ", got '" + text + "'";
+  if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1))
+    return name + " " + text + " is not a finite number (range " + describe_range(*r) + ")";
+  if (!in_range(*r, v)) return name + " " + text + " is out of range " + describe_range(*r);
+  return "";
+}
+
+void validate_sampling(double temperature, int64_t top_k, double top_p) {
+  check("temperature", temperature);
+  if (temperature != 0 && std::fpclassify(temperature) == FP_SUBNORMAL)
+    bad("--temperature ", temperature, " is a subnormal number: logits / temperature overflow "
+        "to inf (torch.multinomial refuses such probabilities); use 0 for greedy decoding or a "
+        "value >= ", num(std::numeric_limits<double>::min()));
+  check("top-k", top_k);
+  check("top-p", top_p);
+}
 
 std::string TrainOptions::metrics_path() const {
   return metrics.empty() ? checkpoint_dir + "/metrics.csv" : metrics;
@@ -52,49 +170,46 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
 
 void validate_model(const GPTConfig& c, bool with_vocab) {
   if (with_vocab) check_positive("vocab-size", c.vocab_size);
-  check_positive("context-length", c.context_length);
-  check_positive("emb-dim", c.emb_dim);
-  check_positive("n-heads", c.n_heads);
-  check_positive("n-layers", c.n_layers);
+  check("context-length", c.context_length);
+  check("emb-dim", c.emb_dim);
+  check("n-heads", c.n_heads);
+  check("n-layers", c.n_layers);
   if (c.emb_dim % c.n_heads != 0)
     bad("--emb-dim ", c.emb_dim, " is not divisible by --n-heads ", c.n_heads,
         " (each head gets emb_dim / n_heads features)");
-  if (!(c.drop_rate >= 0.0 && c.drop_rate < 1.0))
-    bad("--drop-rate must be in [0, 1), got ", c.drop_rate);
+  check("drop-rate", c.drop_rate);
 }
 
 void validate(const TrainOptions& o) {
   validate_model(o.model, /*with_vocab=*/false);
-  check_positive("batch-size", o.batch_size);
-  check_positive("steps", o.steps);
-  check_finite_nonneg("time-budget", o.time_budget);
-  if (!std::isfinite(o.lr) || o.lr <= 0) bad("--lr must be a positive number, got ", o.lr);
-  check_finite_nonneg("min-lr", o.min_lr);
+  check("batch-size", o.batch_size);
+  check("steps", o.steps);
+  check("time-budget", o.time_budget);
+  check("lr", o.lr);
+  check("min-lr", o.min_lr);
   if (o.min_lr > o.lr) bad("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
-  if (o.warmup < 0) bad("--warmup must be >= 0, got ", o.warmup);
+  check("warmup", o.warmup);
   if (o.warmup >= o.steps)
     bad("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
-  check_finite_nonneg("weight-decay", o.weight_decay);
-  if (!(o.beta1 >= 0 && o.beta1 < 1)) bad("--beta1 must be in [0, 1), got ", o.beta1);
-  if (!(o.beta2 >= 0 && o.beta2 < 1)) bad("--beta2 must be in [0, 1), got ", o.beta2);
-  check_finite_nonneg("grad-clip", o.grad_clip);
-  check_positive("eval-interval", o.eval_interval);
-  check_positive("eval-iters", o.eval_iters);
-  if (o.threads < 0) bad("--threads must be >= 0, got ", o.threads);
-  if (o.keep_checkpoints < 1) bad("--keep-checkpoints must be >= 1, got ", o.keep_checkpoints);
-  if (o.sample_length < 0) bad("--sample-length must be >= 0, got ", o.sample_length);
-  check_finite_nonneg("temperature", o.temperature);
-  if (o.top_k < 0) bad("--top-k must be >= 0, got ", o.top_k);
+  check("weight-decay", o.weight_decay);
+  check("beta1", o.beta1);
+  check("beta2", o.beta2);
+  check("grad-clip", o.grad_clip);
+  check("eval-interval", o.eval_interval);
+  check("eval-iters", o.eval_iters);
+  check("threads", static_cast<int64_t>(o.threads));
+  check("keep-checkpoints", static_cast<int64_t>(o.keep_checkpoints));
+  check("sample-length", o.sample_length);
+  validate_sampling(o.temperature, o.top_k, o.top_p);
   if (o.checkpoint_dir.empty()) bad("--checkpoint-dir must not be empty");
   if (o.data.empty()) bad("--data must not be empty");
 }
 
 void validate(const GenerateOptions& o) {
   if (o.checkpoint.empty()) bad("--checkpoint must not be empty");
-  if (o.max_new_tokens < 0) bad("--max-new-tokens must be >= 0, got ", o.max_new_tokens);
-  check_finite_nonneg("temperature", o.temperature);
-  if (o.top_k < 0) bad("--top-k must be >= 0, got ", o.top_k);
-  if (o.threads < 0) bad("--threads must be >= 0, got ", o.threads);
+  check("max-new-tokens", o.max_new_tokens);
+  validate_sampling(o.temperature, o.top_k, o.top_p);
+  check("threads", static_cast<int64_t>(o.threads));
 }
 
 nlohmann::json to_json(const GPTConfig& c) {
@@ -171,6 +286,7 @@ nlohmann::json train_options_to_json(const TrainOptions& o) {
           {"sample-length", o.sample_length},
           {"temperature", o.temperature},
           {"top-k", o.top_k},
+          {"top-p", o.top_p},
           {"data", o.data}};
 }
 
@@ -222,6 +338,7 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   take("sample-length", o.sample_length);
   take("temperature", o.temperature);
   take("top-k", o.top_k);
+  take("top-p", o.top_p);
   take("data", o.data);
 }
 

@@ -41,6 +41,8 @@ struct TrainOptions {
   int64_t sample_length = 200;   // sample printed at each eval; 0 = none
   double temperature = 0.8;
   int64_t top_k = 0;             // 0 = all tokens
+  double top_p = 1.0;            // nucleus sampling; 1 = all tokens
+  bool dry_run = false;          // validate, estimate memory, print, write nothing
   std::string data = "data/moby_dick.txt";
   std::string metrics;           // default: <checkpoint_dir>/metrics.csv
   bool progress = true;          // live progress bar when stdout is a terminal
@@ -58,9 +60,29 @@ struct GenerateOptions {
   int64_t max_new_tokens = 200;
   double temperature = 0.8;
   int64_t top_k = 0;
+  double top_p = 1.0;
   uint64_t seed = 1337;
   int threads = 0;
 };
+
+// The documented range of every numeric flag (README's flag table, `--help`). Integer flags
+// take decimal integers only; real ones any strtod number that is finite. `lo_open`/`hi_open`
+// exclude the bound. seed is the one uint64 flag: [0, 2^64 - 1].
+struct FlagRange {
+  const char* flag;
+  double lo, hi;
+  bool integer;
+  bool lo_open = false, hi_open = false;
+};
+const FlagRange* flag_range(const std::string& flag);  // nullptr for a non-numeric flag
+std::string describe_range(const FlagRange& r);        // "[1, 1000000000]", "(0, 1]"
+// Checks a command-line value of a numeric flag before any conversion (so nothing is clamped
+// or wrapped): returns "" when it parses and lies in the range, else the message naming the flag.
+std::string check_flag_text(const std::string& flag, const std::string& text);
+// Sampling parameters as torch's samplers check them (HF TemperatureLogitsWarper, TopK, TopP):
+// temperature 0 (greedy) or a finite normal number > 0 (a subnormal one overflows logits /
+// temperature to inf, which torch.multinomial refuses), top_k >= 0, 0 < top_p <= 1.
+void validate_sampling(double temperature, int64_t top_k, double top_p);
 
 // Sets model/batch fields from a preset (tiny, small, medium); throws ConfigError otherwise.
 void apply_preset(TrainOptions& o, const std::string& preset);

@@ -123,33 +123,57 @@ double parse_double(const std::string& s, const fs::path& path, std::size_t line
 }
 }  // namespace
 
-std::vector<MetricsRow> MetricsLog::read(const fs::path& path) {
+namespace {
+// Parses one data line; throws xgrad::Error naming the line when it is malformed.
+MetricsRow parse_row(const std::string& line, const fs::path& path, std::size_t lineno) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) f.push_back(cell);
+  if (!line.empty() && line.back() == ',') f.emplace_back();
+  if (f.size() != 6)
+    xgrad::fail("metrics", path.string(), ": line ", lineno, " has ", f.size(), " fields, expected 6");
+  MetricsRow r;
+  r.step = static_cast<int64_t>(parse_double(f[0], path, lineno));
+  r.train_loss = parse_double(f[1], path, lineno);
+  if (!f[2].empty()) r.val_loss = parse_double(f[2], path, lineno);
+  r.lr = parse_double(f[3], path, lineno);
+  r.tokens_per_s = parse_double(f[4], path, lineno);
+  r.elapsed_s = parse_double(f[5], path, lineno);
+  return r;
+}
+
+std::vector<MetricsRow> read_rows(const fs::path& path, std::size_t* dropped) {
   std::ifstream in(path);
   if (!in) xgrad::fail("metrics", "cannot open ", path.string());
   std::string line;
   std::vector<MetricsRow> rows;
-  if (!std::getline(in, line) || line != kHeader)
-    xgrad::fail("metrics", path.string(), ": the first line is not the header '", kHeader, "'");
+  if (!std::getline(in, line) || line != MetricsLog::kHeader)
+    xgrad::fail("metrics", path.string(), ": the first line is not the header '", MetricsLog::kHeader, "'");
   std::size_t lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty()) continue;
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) f.push_back(cell);
-    if (!line.empty() && line.back() == ',') f.emplace_back();
-    if (f.size() != 6)
-      xgrad::fail("metrics", path.string(), ": line ", lineno, " has ", f.size(), " fields, expected 6");
-    MetricsRow r;
-    r.step = static_cast<int64_t>(parse_double(f[0], path, lineno));
-    r.train_loss = parse_double(f[1], path, lineno);
-    if (!f[2].empty()) r.val_loss = parse_double(f[2], path, lineno);
-    r.lr = parse_double(f[3], path, lineno);
-    r.tokens_per_s = parse_double(f[4], path, lineno);
-    r.elapsed_s = parse_double(f[5], path, lineno);
-    rows.push_back(r);
+    if (!dropped) {
+      rows.push_back(parse_row(line, path, lineno));
+      continue;
+    }
+    try {
+      rows.push_back(parse_row(line, path, lineno));
+    } catch (const xgrad::Error&) {
+      ++*dropped;
+    }
   }
+  return rows;
+}
+}  // namespace
+
+std::vector<MetricsRow> MetricsLog::read(const fs::path& path) { return read_rows(path, nullptr); }
+
+std::vector<MetricsRow> MetricsLog::read_lenient(const fs::path& path, std::size_t* dropped) {
+  std::size_t n = 0;
+  auto rows = read_rows(path, &n);
+  if (dropped) *dropped = n;
   return rows;
 }
 
@@ -162,11 +186,25 @@ MetricsLog::MetricsLog(fs::path path, int64_t resume_step) : path_(std::move(pat
   if (!path_.parent_path().empty()) fs::create_directories(path_.parent_path(), ec);
   std::string text = std::string(kHeader) + "\n";
   if (exists) {
-    for (const MetricsRow& r : read(path_)) {
-      if (r.step > resume_step) continue;
+    std::size_t dropped = 0;
+    std::vector<MetricsRow> old;
+    try {
+      old = read_lenient(path_, &dropped);
+    } catch (const xgrad::Error& e) {  // not a metrics log (or unreadable): keep it aside
+      fs::path aside = path_;
+      aside += ".unreadable-" + std::to_string(::getpid());
+      fs::rename(path_, aside, ec);
+      if (ec) xgrad::fail("metrics", "cannot rename ", path_.string(), " to ", aside.string(), ": ", ec.message());
+      note_ = std::string(e.what()) + "; kept it as " + aside.string() + " and started a new log";
+    }
+    for (const MetricsRow& r : old) {
+      if (r.step > resume_step) continue;  // after the checkpoint: the run redoes them
       rows_.push_back(r);
       text += row_text(r);
     }
+    if (dropped > 0)
+      note_ = path_.string() + ": dropped " + std::to_string(dropped) +
+              " malformed line(s) (a torn last line after a kill or a full disk?)";
   }
   write_file_atomic(path_, text);
   file_ = std::fopen(path_.c_str(), "a");

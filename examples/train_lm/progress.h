@@ -59,7 +59,10 @@ class MetricsLog {
   static constexpr const char* kHeader = "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s";
   // resume_step < 0: a new run; the file must not exist (throws xgrad::Error, so an existing
   // log is never overwritten). resume_step >= 0: keep the existing rows with step <=
-  // resume_step (rewritten atomically) and append after them.
+  // resume_step (rewritten atomically) and append after them. A resume never refuses over the
+  // log: malformed lines (a torn last line after a kill or a full disk) are dropped, and a
+  // file that is not a metrics log at all is kept as <path>.unreadable-<pid> before a new one
+  // starts; note() says what was done.
   MetricsLog(fs::path path, int64_t resume_step);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
@@ -68,12 +71,17 @@ class MetricsLog {
   const std::vector<MetricsRow>& rows() const { return rows_; }
   const fs::path& path() const { return path_; }
 
+  const std::string& note() const { return note_; }  // "" or what a resume repaired
+
   static std::vector<MetricsRow> read(const fs::path& path);  // throws for a malformed file
+  // The rows that parse; each malformed line is counted in *dropped (the header must match).
+  static std::vector<MetricsRow> read_lenient(const fs::path& path, std::size_t* dropped);
 
  private:
   fs::path path_;
   std::FILE* file_ = nullptr;
   std::vector<MetricsRow> rows_;
+  std::string note_;
 };
 
 // Writes an SVG line chart of train (and val) loss against step.

@@ -63,6 +63,15 @@ bool as_u64(const nlohmann::json& v, std::uint64_t& out) {
   return false;
 }
 
+// CRC-32 of the header in canonical form (see safetensors.h): nlohmann::json keeps object
+// keys sorted, and dump() writes no whitespace.
+std::string header_crc(nlohmann::json header) {
+  auto meta = header.find("__metadata__");
+  if (meta != header.end() && meta->is_object()) meta->erase(kHeaderChecksumKey);
+  const std::string text = header.dump();
+  return hex32(crc32(text.data(), text.size()));
+}
+
 }  // namespace
 
 const Tensor& SafetensorsFile::at(const std::string& name) const {
@@ -91,8 +100,10 @@ void save_safetensors(const fs::path& path, const NamedTensors& tensors, const M
     if (!t.defined()) xgrad::fail("save_safetensors", file, ": tensor '", name, "' is undefined");
     contiguous.push_back(t.detach().contiguous());
   }
-  if (metadata.count(kChecksumKey))
-    xgrad::fail("save_safetensors", file, ": metadata key ", kChecksumKey, " is reserved");
+  for (const auto& item : metadata)
+    if (item.first.rfind("xgrad_", 0) == 0)
+      xgrad::fail("save_safetensors", file, ": metadata key ", item.first,
+                  " is reserved (keys starting with xgrad_ are the checksums)");
 
   // Offsets and the checksum of the data section, in the caller's order.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -114,6 +125,7 @@ void save_safetensors(const fs::path& path, const NamedTensors& tensors, const M
   meta[kChecksumKey] = hex32(crc);
   header["__metadata__"] = meta;
   for (auto& [name, e] : entries) header[name] = std::move(e);
+  header["__metadata__"][kHeaderChecksumKey] = header_crc(nlohmann::json(header));
 
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
@@ -159,6 +171,24 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   if (!header.is_object()) bad("the header is not a JSON object");
 
   SafetensorsFile out;
+  // The header checksum before anything else in the header is believed.
+  auto meta_it = header.find("__metadata__");
+  if (meta_it != header.end() && meta_it->is_object()) {
+    for (auto m = meta_it->begin(); m != meta_it->end(); ++m)
+      if (m.key().rfind("xgrad_", 0) == 0 && m.key() != kChecksumKey && m.key() != kHeaderChecksumKey)
+        bad("unknown metadata key '", m.key(), "' (a corrupted checksum key?)");
+    auto h = meta_it->find(kHeaderChecksumKey);
+    if (h != meta_it->end()) {
+      if (!meta_it->contains(kChecksumKey))
+        bad("the header has ", kHeaderChecksumKey, " but no ", kChecksumKey, ": the file is corrupted");
+      const std::string have = header_crc(header);
+      const std::string said = h->is_string() ? h->get<std::string>() : h->dump();
+      if (have != said)
+        bad("header checksum mismatch (", kHeaderChecksumKey, " says ", said, ", the header has ",
+            have, "): its metadata, names, shapes or offsets were changed or corrupted");
+      out.header_verified = true;
+    }
+  }
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();

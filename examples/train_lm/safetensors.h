@@ -8,8 +8,18 @@
 // (padded with spaces to a multiple of 8), then the raw little-endian data; offsets are
 // relative to the start of the data section. Supported dtypes: F32, F64, I64, BOOL.
 //
-// We add one metadata entry, "xgrad_crc32": the CRC-32 of the whole data section, checked on
-// load. A file without it (written by PyTorch) is accepted unchecked.
+// We add two metadata entries, checked on load:
+//   "xgrad_crc32"         the CRC-32 of the whole data section;
+//   "xgrad_header_crc32"  the CRC-32 of the header in canonical form: the header JSON without
+//                         this one entry, keys sorted (byte order = code point order), no
+//                         whitespace, non-ASCII as raw UTF-8, i.e. Python's
+//                         json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+//                         (nlohmann::json::dump()). It covers every name, dtype, shape, offset
+//                         and metadata value, so one flipped character of a step, vocabulary or
+//                         RNG state is caught; other tools still read the header as usual.
+// A file without either (written by PyTorch) is accepted unchecked; one with the data
+// checksum only is an xgrad file from before the header checksum (header_verified false).
+// Any other metadata key starting with "xgrad_" is refused (a flipped checksum key).
 #pragma once
 #include <map>
 #include <string>
@@ -28,24 +38,27 @@ using NamedTensors = std::vector<std::pair<std::string, xgrad::Tensor>>;
 using Metadata = std::map<std::string, std::string>;
 
 inline constexpr const char* kChecksumKey = "xgrad_crc32";
+inline constexpr const char* kHeaderChecksumKey = "xgrad_header_crc32";
 
 struct SafetensorsFile {
   NamedTensors tensors;
   Metadata metadata;
   bool checksum_verified = false;  // false: the file had no xgrad_crc32 (e.g. from PyTorch)
+  bool header_verified = false;    // false: the file had no xgrad_header_crc32
   const xgrad::Tensor& at(const std::string& name) const;  // throws naming the missing tensor
   bool contains(const std::string& name) const;
 };
 
 // Writes atomically (see write_file_atomic). Names must be unique and non-empty and may not
-// be "__metadata__"; `metadata` must not use the key xgrad_crc32 (it is added). Any tensor
+// be "__metadata__"; `metadata` must not use keys starting with "xgrad_" (the checksums are
+// added). Any tensor
 // layout is accepted (non-contiguous ones are copied while writing).
 void save_safetensors(const fs::path& path, const NamedTensors& tensors,
                       const Metadata& metadata = {});
 
 // Reads and validates the whole file; every problem (too short, header length past the end,
 // invalid JSON, unknown dtype, offsets out of range / overlapping / not matching the shape,
-// checksum mismatch) throws xgrad::Error naming the file.
+// header or data checksum mismatch) throws xgrad::Error naming the file.
 SafetensorsFile load_safetensors(const fs::path& path);
 
 // The same, from bytes in memory (`source` names them in messages).

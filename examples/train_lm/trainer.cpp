@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <new>
+#include <numeric>
 #include <set>
 
 #include "xgrad/autograd.h"
@@ -206,9 +208,16 @@ void Trainer::load(const CheckpointFiles& ck) {
   const Metadata& m = ck.train_state.metadata;
   if (meta_at(m, "format", file) != kFormat)
     xgrad::fail("checkpoint", file, ": format is '", m.at("format"), "', expected '", kFormat, "'");
-  if (meta_at(m, "format_version", file) != std::to_string(kCheckpointFormatVersion))
-    xgrad::fail("checkpoint", file, ": format_version ", m.at("format_version"),
-                " is not supported (this build reads version ", kCheckpointFormatVersion, ")");
+  const std::string& version = meta_at(m, "format_version", file);
+  if (version != "1" && version != std::to_string(kCheckpointFormatVersion))
+    xgrad::fail("checkpoint", file, ": format_version ", version,
+                " is not supported (this build reads versions 1 to ", kCheckpointFormatVersion, ")");
+  if (version != "1")  // version 2 files are written with header checksums: both must have them
+    for (const auto* f : {&ck.model, &ck.train_state})
+      if (!f->header_verified)
+        xgrad::fail("checkpoint", (ck.dir / (f == &ck.model ? kModelFile : kTrainStateFile)).string(),
+                    ": format_version ", version, " but no ", kHeaderChecksumKey,
+                    " (a corrupted checksum key?)");
 
   // 1. everything is parsed and checked before the model or optimizer changes
   GPTConfig saved_cfg;
@@ -217,21 +226,26 @@ void Trainer::load(const CheckpointFiles& ck) {
   } catch (const ConfigError& e) {
     xgrad::fail("checkpoint", file, ": ", e.what());
   }
-  if (!same_config(saved_cfg, o_.model))
-    xgrad::fail("checkpoint", file, " was trained with a different model config: ",
-                describe_config_diff(saved_cfg, o_.model));
+  // the vocabulary first: a corpus with other characters also changes vocab_size, and the
+  // characters are what the user needs to see
   CharTokenizer saved_vocab = CharTokenizer::from_json(meta_json(m, "vocab", file));
   if (!(saved_vocab == corpus_.tokenizer))
     xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab.vocab_size(),
                 " characters) than the corpus ", o_.data, " (", corpus_.tokenizer.vocab_size(),
                 " characters): ", vocab_diff(saved_vocab, corpus_.tokenizer));
+  if (!same_config(saved_cfg, o_.model))
+    xgrad::fail("checkpoint", file, " was trained with a different model config: ",
+                describe_config_diff(saved_cfg, o_.model));
   const int64_t step = meta_int(m, "step", file);
   const int64_t tokens_seen = meta_int(m, "tokens_seen", file);
   double elapsed = 0;
   try {
-    elapsed = std::stod(meta_at(m, "elapsed_s", file));
+    std::size_t used = 0;
+    const std::string& text = meta_at(m, "elapsed_s", file);
+    elapsed = std::stod(text, &used);
+    if (used != text.size() || !std::isfinite(elapsed) || elapsed < 0) throw std::invalid_argument(text);
   } catch (const std::exception&) {
-    xgrad::fail("checkpoint", file, ": metadata 'elapsed_s' is not a number");
+    xgrad::fail("checkpoint", file, ": metadata 'elapsed_s' is not a finite number >= 0");
   }
   auto rng_default = base64_decode(meta_at(m, "rng.default", file), "rng.default");
   auto rng_batches = base64_decode(meta_at(m, "rng.batches", file), "rng.batches");
@@ -331,72 +345,92 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   model_->train();
 
   bool stopped_early = false;
-  while (step_ < o_.steps) {
-    if (stop_after >= 0 && step_ >= stop_after) {
-      stopped_early = true;
-      break;
-    }
-    if (o_.time_budget > 0 && since_start() >= o_.time_budget) {
-      stopped_early = true;
-      r.time_budget_hit = true;
-      say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
-          std::to_string(step_));
-      break;
-    }
-    const auto t0 = clock::now();
-    const double lr = opt_->lr(0);
-    Batch b = train_batches_.next();
-    Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
-    Tensor loss = xgrad::cross_entropy(logits, b.y);
-    const double loss_v = loss.item();
-    if (!std::isfinite(loss_v)) {
-      r.nan_stop = true;
-      say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
-          "; stopping without saving (lower --lr or raise --grad-clip?)");
-      break;
-    }
-    loss.backward();
-    if (o_.grad_clip > 0) xgrad::nn::utils::clip_grad_norm_(params, o_.grad_clip);
-    opt_->step();
-    opt_->zero_grad();
-    sched_->step();
-    ++step_;
-    tokens_seen_ += tokens_per_step;
+  // which part of a step is running, for an out-of-memory message that says where
+  const char* phase = "forward pass";
+  try {
+    while (step_ < o_.steps) {
+      if (stop_after >= 0 && step_ >= stop_after) {
+        stopped_early = true;
+        break;
+      }
+      if (o_.time_budget > 0 && since_start() >= o_.time_budget) {
+        stopped_early = true;
+        r.time_budget_hit = true;
+        say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
+            std::to_string(step_));
+        break;
+      }
+      const auto t0 = clock::now();
+      const double lr = opt_->lr(0);
+      Batch b = train_batches_.next();
+      phase = "forward pass";
+      Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+      Tensor loss = xgrad::cross_entropy(logits, b.y);
+      const double loss_v = loss.item();
+      if (!std::isfinite(loss_v)) {
+        r.nan_stop = true;
+        say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
+            "; stopping without saving (lower --lr or raise --grad-clip?)");
+        break;
+      }
+      phase = "backward pass";
+      loss.backward();
+      if (o_.grad_clip > 0) xgrad::nn::utils::clip_grad_norm_(params, o_.grad_clip);
+      phase = "optimizer step";
+      opt_->step();
+      opt_->zero_grad();
+      sched_->step();
+      ++step_;
+      tokens_seen_ += tokens_per_step;
 
-    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    elapsed_s_ += dt;
-    step_time_avg = step_time_avg == 0 ? dt : 0.9 * step_time_avg + 0.1 * dt;
-    const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
-    double eta = double(o_.steps - step_) * step_time_avg;
-    if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
-    r.history.push_back({step_, loss_v, lr});
-    if (progress) progress->update(step_, loss_v, tok_s, eta);
+      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      elapsed_s_ += dt;
+      step_time_avg = step_time_avg == 0 ? dt : 0.9 * step_time_avg + 0.1 * dt;
+      const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
+      double eta = double(o_.steps - step_) * step_time_avg;
+      if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
+      r.history.push_back({step_, loss_v, lr});
+      if (progress) progress->update(step_, loss_v, tok_s, eta);
 
-    MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
-    const bool eval_now = step_ % o_.eval_interval == 0 || step_ == o_.steps;
-    if (eval_now) {
-      const double train_l = estimate_loss("train");
-      const double val_l = estimate_loss("val");
-      row.val_loss = val_l;
-      r.last_val_loss = val_l;
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
-                    static_cast<long long>(step_), train_l, val_l, lr);
-      say(buf);
-      if (o_.sample_length > 0) {
-        // a fixed first character; sample_gen keeps the training streams untouched
-        std::vector<int64_t> prompt = {corpus_.split.val.front()};
-        auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
-                                   sample_gen);
-        say("sample: " + corpus_.tokenizer.decode(ids));
+      MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
+      const bool eval_now = step_ % o_.eval_interval == 0 || step_ == o_.steps;
+      if (eval_now) {
+        phase = "evaluation";
+        const double train_l = estimate_loss("train");
+        const double val_l = estimate_loss("val");
+        row.val_loss = val_l;
+        r.last_val_loss = val_l;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
+                      static_cast<long long>(step_), train_l, val_l, lr);
+        say(buf);
+        if (o_.sample_length > 0) {
+          // a fixed first character; sample_gen keeps the training streams untouched
+          std::vector<int64_t> prompt = {corpus_.split.val.front()};
+          auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
+                                     sample_gen, o_.top_p);
+          say("sample: " + corpus_.tokenizer.decode(ids));
+        }
+      }
+      if (metrics) metrics->append(row);
+      if (eval_now) {
+        phase = "checkpoint save";
+        r.last_checkpoint = save();
+        last_saved = step_;
+        say("saved checkpoint " + r.last_checkpoint->string());
       }
     }
-    if (metrics) metrics->append(row);
-    if (eval_now) {
-      r.last_checkpoint = save();
-      last_saved = step_;
-      say("saved checkpoint " + r.last_checkpoint->string());
-    }
+  } catch (const std::bad_alloc&) {
+    if (progress) progress->finish();
+    xgrad::fail("train", "out of memory (std::bad_alloc) at step ", step_ + 1, " during the ",
+                phase, " (--batch-size ", o_.batch_size, ", --context-length ",
+                o_.model.context_length, "); lower --batch-size or --context-length");
+  } catch (const xgrad::Error& e) {
+    if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+    if (progress) progress->finish();
+    xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ",
+                o_.batch_size, ", --context-length ", o_.model.context_length,
+                "); lower --batch-size or --context-length");
   }
   if (stopped_early && last_saved != step_ && !r.history.empty()) {
     r.last_checkpoint = save();
@@ -410,24 +444,32 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 // ---------------------------------------------------------------- sampling
 std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen) {
+                                     xgrad::Generator& gen, double top_p) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
+  try {
+    validate_sampling(temperature, top_k, top_p);
+  } catch (const ConfigError& e) {
+    xgrad::fail("generate", e.what());
+  }
   const int64_t ctx = model.cfg.context_length;
   const bool was_training = model.is_training();
   model.eval();
   xgrad::NoGradGuard no_grad;
   std::vector<double> logits;
+  std::vector<int64_t> order;
   for (int64_t n = 0; n < max_new_tokens; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ids.size()), ctx);
     std::vector<int64_t> window(ids.end() - t, ids.end());
     Tensor out = model(xgrad::from_vector(window, {1, t}));  // (1, t, vocab)
     logits = out.select(0, 0).select(0, t - 1).to_vector<double>();
     const int64_t V = static_cast<int64_t>(logits.size());
+    for (double l : logits)
+      if (std::isnan(l) || l == std::numeric_limits<double>::infinity())
+        xgrad::fail("generate", "the model's logits hold ", l, " (a diverged checkpoint?)");
     int64_t next = 0;
     if (temperature == 0) {
       next = std::max_element(logits.begin(), logits.end()) - logits.begin();
     } else {
-      for (double& l : logits) l /= temperature;
       if (top_k > 0 && top_k < V) {  // keep the top_k largest (ties included), as nanoGPT
         std::vector<double> sorted = logits;
         std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
@@ -436,9 +478,28 @@ std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> i
         for (double& l : logits)
           if (l < kth) l = -std::numeric_limits<double>::infinity();
       }
+      // softmax(logits / T) as exp((l - max) / T): subtracting first keeps every exponent <= 0,
+      // so a tiny temperature gives 0s and one 1 instead of inf / inf
       const double mx = *std::max_element(logits.begin(), logits.end());
       double sum = 0;
-      for (double& l : logits) sum += (l = std::exp(l - mx));
+      for (double& l : logits) sum += (l = std::exp((l - mx) / temperature));
+      if (top_p < 1) {  // reference: HF TopPLogitsWarper (keeps at least the most likely one)
+        order.resize(static_cast<std::size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
+        });
+        double kept = 0;
+        for (int64_t i : order) {
+          double& p = logits[static_cast<std::size_t>(i)];
+          if (kept > 0 && kept >= top_p * sum) p = 0;
+          else kept += p;
+        }
+        sum = kept;
+      }
+      if (!std::isfinite(sum) || !(sum > 0))  // torch.multinomial's check
+        xgrad::fail("generate", "the sampling probabilities sum to ", sum,
+                    " (temperature ", temperature, ")");
       double u = 0;
       gen.uniform(&u, 1, 0.0, 1.0);
       double target = u * sum, acc = 0;

@@ -101,10 +101,12 @@ class Trainer {
 
 // Autoregressive sampling (no gradients, eval mode): appends max_new_tokens ids to `ids`,
 // each drawn from softmax(logits / temperature) restricted to the top_k most likely
-// (top_k 0 = all); temperature 0 = greedy. Inputs longer than the context are cropped.
+// (top_k 0 = all) and then to the smallest set whose probabilities reach top_p (1 = all);
+// temperature 0 = greedy. Inputs longer than the context are cropped. Invalid parameters
+// (validate_sampling) and non-finite logits throw xgrad::Error, as torch's samplers refuse them.
 std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen);
+                                     xgrad::Generator& gen, double top_p = 1.0);
 
 // The commands. Return the process exit code; errors are logged, never thrown.
 int run_train(TrainOptions o);

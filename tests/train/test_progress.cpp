@@ -61,8 +61,42 @@ TEST(MetricsLog, ResumeDropsRowsAfterTheCheckpoint) {
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[4].step, 5);
   EXPECT_DOUBLE_EQ(rows[4].train_loss, 9.0);
+}
+
+TEST(MetricsLog, ResumeNeverRefusesOverTheLog) {
+  TempDir tmp;
+  fs::path p = tmp / "metrics.csv";
+  {
+    MetricsLog log(p, -1);
+    for (int s = 1; s <= 6; ++s) log.append(row(s, 5.0 - s * 0.1));
+  }
+  // a torn row in the middle (an earlier kill) and a torn last row (disk full)
+  std::string text = slurp(p);
+  text.insert(text.find("\n4,") + 1, "3,4.7\n");
+  spit(p, text + "7,4.3,,0.0");
+  {
+    MetricsLog log(p, 5);
+    EXPECT_EQ(log.rows().size(), 5u);
+    EXPECT_NE(log.note().find("dropped 2 malformed line"), std::string::npos) << log.note();
+  }
+  auto rows = MetricsLog::read(p);  // strict: the repaired file is clean
+  ASSERT_EQ(rows.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(rows[i].step, i + 1);
+  // not a metrics log at all: kept aside (nothing a user saved is lost), a new log starts
   spit(p, "not,a,header\n");
-  expect_error([&] { MetricsLog log(p, 4); }, {"header"});
+  {
+    MetricsLog log(p, 4);
+    EXPECT_TRUE(log.rows().empty());
+    EXPECT_NE(log.note().find("unreadable"), std::string::npos) << log.note();
+  }
+  EXPECT_EQ(slurp(p), std::string(MetricsLog::kHeader) + "\n");
+  int kept = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path))
+    if (e.path().filename().string().rfind("metrics.csv.unreadable-", 0) == 0) {
+      EXPECT_EQ(slurp(e.path()), "not,a,header\n");
+      ++kept;
+    }
+  EXPECT_EQ(kept, 1);
 }
 
 TEST(Plot, SvgFallback) {

@@ -175,10 +175,11 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
   Trainer w(wide, corpus());
   expect_error([&] { w.load(ck); }, {"different model config", "emb_dim 32 in the checkpoint vs 64 now"});
 
-  // a corpus with one more character: different vocabulary
+  // a corpus with one more character: the vocabulary differs (listed) before vocab_size does
   Corpus other = make_corpus(generated_text() + "Z", 16, "other.txt");
   Trainer v(o, std::move(other));
-  expect_error([&] { v.load(ck); }, {"different model config", "vocab_size"});
+  expect_error([&] { v.load(ck); }, {"different vocabulary", "only in the checkpoint: none",
+                                     "only in the corpus: 'Z'"});
 
   // same vocabulary size, different characters
   std::string swapped = generated_text();

@@ -21,7 +21,8 @@ int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
 
 // Resolves one -1 and checks the element count.
 Shape infer_shape(const char* op, const Shape& from, Shape to) {
-  int64_t known = 1, infer = -1;
+  int64_t infer = -1;
+  Shape known_sizes;
   for (std::size_t i = 0; i < to.size(); ++i) {
     if (to[i] == -1) {
       if (infer >= 0) fail(op, "only one dimension can be -1, got ", to);
@@ -29,9 +30,10 @@ Shape infer_shape(const char* op, const Shape& from, Shape to) {
     } else if (to[i] < 0) {
       fail(op, "invalid size ", to[i], " in shape ", to);
     } else {
-      known *= to[i];
+      known_sizes.push_back(to[i]);
     }
   }
+  const int64_t known = numel_of(known_sizes);  // throws naming the sizes when it overflows
   const int64_t n = numel_of(from);
   if (infer >= 0) {
     if (known == 0 || n % known != 0)
@@ -76,6 +78,16 @@ std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, cons
   return out;
 }
 
+// storage_offset + index * stride. Inside a non-empty view this fits (make_view checked the
+// bounds); an empty view addresses nothing and may have strides whose products overflow: it
+// keeps the input's offset then.
+int64_t offset_at(const Tensor& t, int64_t index, int64_t stride) {
+  int64_t off;
+  if (__builtin_mul_overflow(index, stride, &off) || __builtin_add_overflow(off, t.storage_offset(), &off))
+    return t.storage_offset();
+  return off;
+}
+
 Tensor view_as_shape(const Tensor& self, const Shape& shape, const Shape& strides) {
   return make_view(self, shape, strides, self.storage_offset());
 }
@@ -109,9 +121,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   const int64_t e = wrap("flatten", end_dim, dim(), shape());
   if (s > e) fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", shape());
   Shape out(shape().begin(), shape().begin() + s);
-  int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= shape()[d];
-  out.push_back(merged);
+  out.push_back(numel_of(Shape(shape().begin() + s, shape().begin() + e + 1)));
   out.insert(out.end(), shape().begin() + e + 1, shape().end());
   return reshape(out);
 }
@@ -175,9 +185,11 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sh = shape(), st = strides();
-  sh[d] = (end - start + step - 1) / step;
-  st[d] = strides()[d] * step;
-  Tensor out = make_view(*this, sh, st, storage_offset() + start * strides()[d]);
+  sh[d] = (end - start) / step + ((end - start) % step != 0);  // no overflow for a huge step
+  // stride * step as torch; it can only overflow when the dim has size <= 1 (step >= n), where
+  // any stride addresses the same element: keep the input's then
+  if (__builtin_mul_overflow(strides()[d], step, &st[d])) st[d] = strides()[d];
+  Tensor out = make_view(*this, sh, st, offset_at(*this, start, strides()[d]));
   const Shape in_shape = shape();
   return record("SliceBackward0", out, {*this}, [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0 elsewhere
@@ -208,7 +220,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sh = shape(), st = strides();
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  Tensor out = make_view(*this, sh, st, storage_offset() + index * strides()[d]);
+  Tensor out = make_view(*this, sh, st, offset_at(*this, index, strides()[d]));
   const Shape in_shape = shape();
   return record("SelectBackward0", out, {*this}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
@@ -222,7 +234,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 Tensor Tensor::unsqueeze(int64_t d) const {
   d = wrap("unsqueeze", d, dim() + 1, shape());
   Shape sh = shape(), st = strides();
-  const int64_t new_stride = d < dim() ? strides()[d] * shape()[d] : 1;
+  int64_t new_stride = 1;  // torch: size * stride of the dim it goes before (any value works)
+  if (d < dim() && __builtin_mul_overflow(strides()[d], shape()[d], &new_stride)) new_stride = strides()[d];
   sh.insert(sh.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
   Tensor out = make_view(*this, sh, st, storage_offset());

@@ -1,0 +1,128 @@
+// examples/train_lm/memory.cpp: see memory.h.
+#include "memory.h"
+
+#include <sys/sysinfo.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace train_lm {
+namespace {
+
+// Floats alive at the peak of a step (the end of the forward pass and the start of backward),
+// fitted to xgrad::memory_stats() peaks of tiny to small GPTs with dropout (test_memory.cpp:
+// the estimate is 1.2 to 1.7 times the measured peak there): per token and layer, x emb_dim
+// (layer norms, q/k/v, attention output, the 4 x emb feed-forward, dropout masks, residuals);
+// per attention score and layer; per token, x vocabulary (logits, softmax, gradient); per
+// token, x emb_dim outside the blocks (embeddings, final norm, their gradients, workspace).
+constexpr double kPerTokenPerLayer = 20;  // x emb_dim
+constexpr double kPerScorePerLayer = 1.5; // x n_heads x T x T: the fused attention's scores and probabilities
+constexpr double kPerTokenLogits = 4;     // x vocab: logits, softmax saved, their gradient, copy
+constexpr double kPerTokenEmbed = 20;     // x emb_dim: embeddings, final norm, their gradients, workspace
+
+std::optional<double> read_number(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) {
+  const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.emb_dim),
+               H = double(c.n_heads), L = double(c.n_layers), B = double(batch_size);
+  MemoryEstimate e;
+  // reference: the modules of nn/src/gpt.cpp, transformer.cpp, attention.cpp
+  const double per_block = 3 * C * C + (c.qkv_bias ? 3 * C : 0)  // W_query, W_key, W_value
+                           + C * C + C                             // out_proj
+                           + C * 4 * C + 4 * C + 4 * C * C + C     // ff.layers.0, ff.layers.2
+                           + 4 * C;                                // norm1, norm2
+  e.parameters = V * C + T * C + L * per_block + 2 * C + C * V;    // + final_norm, out_head
+  e.state_bytes = 16 * e.parameters + L * T * T;                   // + bool masks
+  const double tokens = B * T;
+  e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * L + kPerTokenEmbed) +
+                            B * H * T * T * kPerScorePerLayer * L + tokens * V * kPerTokenLogits);
+  return e;
+}
+
+std::optional<double> available_memory_bytes() {
+  if (const char* env = std::getenv("XGRAD_MEMORY_LIMIT")) {
+    char* end = nullptr;
+    double v = std::strtod(env, &end);
+    if (end != env && v > 0) return v;
+  }
+  std::optional<double> avail;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") {
+      avail = kb * 1024;
+      break;
+    }
+  }
+  if (!avail) {  // no /proc (a bare chroot): the kernel's own count of free memory
+    struct sysinfo si {};
+    if (::sysinfo(&si) == 0) avail = (double(si.freeram) + double(si.bufferram)) * si.mem_unit;
+  }
+  std::optional<double> max = read_number("/sys/fs/cgroup/memory.max");
+  std::optional<double> cur = read_number("/sys/fs/cgroup/memory.current");
+  if (max && cur) {
+    double room = *max - *cur;
+    if (!avail || room < *avail) avail = room > 0 ? room : 0;
+  }
+  return avail;
+}
+
+std::string format_bytes(double b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f bytes", b);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string describe_memory(const MemoryEstimate& e, std::optional<double> available) {
+  char params[32];
+  std::snprintf(params, sizeof params, "%.0f", e.parameters);
+  std::string s = "estimated memory: " + format_bytes(e.total_bytes()) + " (" + params +
+                  " parameters: " + format_bytes(e.state_bytes) +
+                  " for weights, gradients and AdamW state; " + format_bytes(e.activation_bytes) +
+                  " for one step's activations)";
+  s += available ? "; available: " + format_bytes(*available) : "; available: unknown";
+  return s;
+}
+
+void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available) {
+  if (!available || e.total_bytes() <= *available) return;
+  const auto& m = o.model;
+  std::ostringstream os;
+  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
+     << format_bytes(*available) << " is available: ";
+  if (e.activation_bytes >= e.state_bytes)
+    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
+       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim "
+       << m.emb_dim << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size
+       << ", --n-heads " << m.n_heads << " x --context-length); lower --batch-size or --context-length";
+  else
+    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
+       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
+       << "; lower --emb-dim or --n-layers";
+  throw ConfigError(os.str());
+}
+
+}  // namespace train_lm

@@ -1,0 +1,42 @@
+// examples/train_lm/memory.h: how much memory a training configuration needs, estimated from
+// the flags before anything is allocated, and how much this machine (or its cgroup) offers.
+//
+// The estimate is float32 throughout: the weights, their gradients and AdamW's two moments
+// (16 bytes per parameter), the causal masks, and one training step's activations, i.e. what
+// the autograd tape keeps for backward plus the gradients flowing back through it. The
+// per-layer factors were measured with xgrad::memory_stats() (tests/train/test_memory.cpp
+// checks the estimate stays above the measured peak and within 2x of it).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "config.h"
+
+namespace train_lm {
+
+struct MemoryEstimate {
+  double parameters = 0;        // count (double: huge flags must not overflow)
+  double state_bytes = 0;       // weights + gradients + AdamW moments + masks
+  double activation_bytes = 0;  // one step's tape and gradients
+  double total_bytes() const { return state_bytes + activation_bytes; }
+};
+
+// c.vocab_size must be set (from the corpus).
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size);
+
+// Memory this process can still get: the smaller of MemAvailable (/proc/meminfo; without
+// /proc, sysinfo()'s free + buffer memory) and the cgroup's memory.max - memory.current;
+// XGRAD_MEMORY_LIMIT (bytes) overrides both. nullopt when none is known.
+std::optional<double> available_memory_bytes();
+
+std::string format_bytes(double bytes);  // "512.0 KiB", "3.4 GiB"
+
+// One line for the log / --dry-run: parameters, state, activations, total, available.
+std::string describe_memory(const MemoryEstimate& e, std::optional<double> available);
+
+// Throws ConfigError naming the flags that drive the figure when the estimate exceeds what
+// is available.
+void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available);
+
+}  // namespace train_lm
