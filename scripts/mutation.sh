@@ -206,7 +206,7 @@ if [ "$MODE" = check ]; then
 fi
 
 cd "$ROOT" || exit 2
-if ! git diff --quiet -- core nn optim 2>/dev/null; then
+if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet -- core nn optim; then
   echo "mutation.sh: note: the library sources have uncommitted changes; mutants apply on top"
 fi
 echo "mutation.sh: ${#selected[@]} mutants, build dir $BUILD"
