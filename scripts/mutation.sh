@@ -49,6 +49,12 @@ done
 
 # ---------------------------------------------------------------- the mutants
 # id | file (from the tree's root) | from | to
+#
+# Known equivalent mutants (they survive, and no test can kill them):
+#   sdpa-tail-live-bound: the backward's scalar tail also computes dS at column j == n (the
+#     first key the row does not see). The forward stored exact zeros there (W[i, j] = 0 for
+#     j >= n), so w[j] * (d[j] - s) * scale is 0 (or -0, which adds the same) whatever the
+#     finite d[j]: the same dS, the same gradients.
 MUTANTS=$(cat <<'EOF'
 sm-dout-contig|core/src/ops/activation.cpp|    const Tensor dy = contig(dout);\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "softmax_backward"|    const Tensor dy = dout;\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "softmax_backward"
 sm-scale-sum|core/src/ops/activation.cpp|dxr[i] = yr[i] * (dyr[i] - s);|dxr[i] = yr[i] * (dyr[i] - s * T(1.01));
