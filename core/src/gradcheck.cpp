@@ -3,7 +3,15 @@
 // loss(inputs) = sum(fn(inputs) * w), w uniform in [-1, 1] from a private generator, so every
 // output element gets a different weight. For each input that requires grad and each of its
 // elements e: numeric = (loss(x_e + eps) - loss(x_e - eps)) / (2 eps), perturbing the element
-// in storage (so non-contiguous views are checked through their strides).
+// in storage (so non-contiguous views are checked through their strides). The difference is
+// taken per output element, column = (fn(x_e + eps) - fn(x_e - eps)) / (2 eps), and dotted with
+// w, so one column serves every layout of w below.
+//
+// Layouts of dout: backward gets w itself from out.backward(w), so w laid out strided reaches
+// the op's closure strided, exactly as when the op above was a transpose, a slice, a view of
+// an offset buffer or a sum (whose backward expands). Each layout is a separate backward pass
+// from zeroed gradients; its weights are the contiguous w's values, except "expanded", whose
+// weights repeat along the expanded dim (stride 0 cannot hold different values).
 #include <cmath>
 #include <sstream>
 
@@ -40,10 +48,65 @@ bool overlaps(const Tensor& t) {
   return false;
 }
 
-double weighted_loss(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const Tensor& w) {
+// fn(inputs) without recording, as float64 values in row-major order
+std::vector<double> eval(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
   NoGradGuard guard;
-  Tensor out = fn(inputs);
-  return sum(mul(out.to(w.dtype()), w)).item();
+  return fn(inputs).to_vector<double>();
+}
+
+struct DoutLayout {
+  std::string name;
+  Tensor w;                    // out's shape, laid out as named
+  std::vector<double> values;  // w in row-major order
+};
+
+// w (contiguous) in each layout a tensor of its shape can have. Every layout but "expanded"
+// holds w's values.
+std::vector<DoutLayout> dout_layouts(const Tensor& w, bool all) {
+  NoGradGuard guard;
+  std::vector<DoutLayout> out;
+  auto add = [&](const std::string& name, const Tensor& t) {
+    out.push_back({name, t, t.to_vector<double>()});
+  };
+  add("contiguous", w);
+  if (!all || w.numel() == 0) return out;
+  const Shape& shape = w.shape();
+  const int64_t nd = w.dim(), n = w.numel();
+  {  // a view 3 elements into a larger buffer
+    Tensor buf = zeros({n + 3}, w.dtype());
+    Tensor t = buf.narrow(0, 3, n).view(shape);
+    t.copy_(w);
+    add("offset", t);
+  }
+  if (nd >= 2) {  // stored with all dims reversed, seen through permute
+    Shape rev(shape.rbegin(), shape.rend()), perm(static_cast<std::size_t>(nd));
+    for (int64_t d = 0; d < nd; ++d) perm[d] = nd - 1 - d;
+    Tensor t = zeros(rev, w.dtype()).permute(perm);
+    t.copy_(w);
+    if (!t.is_contiguous()) add("transposed", t);
+  }
+  int64_t last = -1, row = -1;  // the last dim longer than 1, and the last such but the last dim
+  for (int64_t d = 0; d < nd; ++d)
+    if (shape[d] > 1) {
+      last = d;
+      if (d < nd - 1) row = d;
+    }
+  if (last >= 0) {  // every other element of a buffer twice as wide along `last`, from 1
+    Shape wide = shape;
+    wide[last] = 2 * shape[last] + 1;
+    Tensor t = zeros(wide, w.dtype()).slice(last, 1, wide[last], 2);
+    t.copy_(w);
+    add("step-sliced", t);
+  }
+  // the first slice along `row` (the rows of a row-wise op: softmax(-1), layer_norm, attention
+  // queries) repeated with stride 0, as sum(dim) and expand hand it down; along `last` for 1-D
+  const int64_t e = row >= 0 ? row : last;
+  if (e >= 0) add("expanded", w.narrow(e, 0, 1).contiguous().expand(shape));
+  return out;
+}
+
+std::string strides_str(const Tensor& t) {
+  return shape_str(t.strides()) + " offset " + std::to_string(t.storage_offset());
 }
 }  // namespace
 
@@ -84,47 +147,79 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   Generator gen(opt.seed);
   Tensor w = rand(out.shape(), &gen, kFloat64) * 2.0 - 1.0;
   w = w.to(out.dtype());
-  sum(mul(out, w)).backward();
+  const std::string out_fn = out.grad_fn_name();
+  const std::vector<DoutLayout> layouts = dout_layouts(w, opt.dout_layouts);
+  out = Tensor();  // each layout runs backward through a graph of its own
 
-  std::vector<std::vector<double>> analytic(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad()) continue;
-    Tensor g = inputs[i].grad();
-    analytic[i] = g.defined() ? g.to_vector<double>() : std::vector<double>(inputs[i].numel(), 0.0);
-  }
-  restore();
-
+  // numeric[i][e]: the Jacobian's column for element e of input i (equal outputs, -inf
+  // included, give 0)
+  std::vector<std::vector<std::vector<double>>> numeric(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     if (!x.requires_grad()) continue;
     for (int64_t e = 0; e < x.numel(); ++e) {
       const int64_t off = storage_index(e, x);
-      double numeric = 0.0;
+      std::vector<double> plus, minus;
       kernels::dispatch_float(x.dtype(), "gradcheck", [&](auto tag) {
         using T = decltype(tag);
         T* p = x.data_ptr<T>() + off;
         const T orig = *p;
         *p = static_cast<T>(orig + opt.eps);
-        const double plus = weighted_loss(fn, inputs, w);
+        plus = eval(fn, inputs);
         *p = static_cast<T>(orig - opt.eps);
-        const double minus = weighted_loss(fn, inputs, w);
+        minus = eval(fn, inputs);
         *p = orig;
-        numeric = (plus - minus) / (2.0 * opt.eps);
       });
-      const double a = analytic[i][e];
-      const double err = std::abs(a - numeric);
-      result.max_abs_error = std::max(result.max_abs_error, err);
-      if (!(err <= opt.atol + opt.rtol * std::abs(numeric))) {
-        std::ostringstream os;
-        os.precision(10);
-        os << "input " << i << " (shape " << shape_str(x.shape()) << ", element "
-           << index_str(e, x.shape()) << "): analytic " << a << " vs numeric " << numeric
-           << " (|diff| " << err << " > atol " << opt.atol << " + rtol " << opt.rtol
-           << " * |numeric|); the output came from " << out.grad_fn_name();
-        return failed(os.str());
+      for (std::size_t k = 0; k < plus.size(); ++k)
+        plus[k] = plus[k] == minus[k] ? 0.0 : (plus[k] - minus[k]) / (2.0 * opt.eps);
+      numeric[i].push_back(std::move(plus));
+    }
+  }
+
+  // per layout, from a fresh graph and zeroed gradients: backward, then each element's analytic derivative of
+  // sum(out * weights) against the column dotted with the weights
+  for (std::size_t l = 0; l < layouts.size(); ++l) {
+    const DoutLayout& L = layouts[l];
+    for (const Tensor& t : inputs)
+      if (t.requires_grad()) const_cast<Tensor&>(t).set_grad(Tensor());
+    out = fn(inputs);
+    try {
+      out.backward(L.w);
+    } catch (const Error& err) {
+      restore();
+      return failed("backward with a " + L.name + " dout (strides " + strides_str(L.w) +
+                    ") threw: " + err.what());
+    }
+    out = Tensor();
+    result.layouts.push_back(L.name);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& x = inputs[i];
+      if (!x.requires_grad()) continue;
+      const Tensor g = x.grad();
+      const std::vector<double> analytic =
+          g.defined() ? g.to_vector<double>() : std::vector<double>(x.numel(), 0.0);
+      for (int64_t e = 0; e < x.numel(); ++e) {
+        const std::vector<double>& column = numeric[i][static_cast<std::size_t>(e)];
+        double num = 0.0;
+        for (std::size_t k = 0; k < column.size(); ++k) num += column[k] * L.values[k];
+        const double a = analytic[static_cast<std::size_t>(e)];
+        const double err = std::abs(a - num);
+        result.max_abs_error = std::max(result.max_abs_error, err);
+        if (!(err <= opt.atol + opt.rtol * std::abs(num))) {
+          std::ostringstream os;
+          os.precision(10);
+          os << "input " << i << " (shape " << shape_str(x.shape()) << ", element "
+             << index_str(e, x.shape()) << "): analytic " << a << " vs numeric " << num
+             << " (|diff| " << err << " > atol " << opt.atol << " + rtol " << opt.rtol
+             << " * |numeric|) with a " << L.name << " dout (strides " << strides_str(L.w)
+             << "); the output came from " << out_fn;
+          restore();
+          return failed(os.str());
+        }
       }
     }
   }
+  restore();
   return result;
 }
 

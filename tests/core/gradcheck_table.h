@@ -14,6 +14,19 @@
 //
 // Adding an op adds a row. Inputs are float64 leaves that require grad; use noncontig() for a
 // non-contiguous leaf (a transposed view) and keep several shapes per op.
+//
+// Every row runs in every layout, by the table's rule rather than per op:
+//  - inputs (input_layouts): as the row makes them; "strided", each contiguous input that
+//    requires grad stored transposed (all dims reversed) or, for 1-D, every other element from
+//    an offset; "broadcast", each such input replaced by its first slice along its first dim
+//    longer than 1, expanded back (stride 0) inside fn, so the op reads repeated rows and its
+//    gradient is summed over them;
+//  - upstream gradients: gradcheck's dout layouts (contiguous, offset, transposed, step-sliced,
+//    expanded), for each input layout.
+// A row opts out of a layout (strided_inputs / broadcast_inputs = false) only where the op
+// rejects that layout by design (view merging dims that are not contiguous); say why in the
+// row. (Ties from repeated rows are no reason: the tied copies are one leaf element, whose
+// derivative is the same whichever copy wins.)
 #pragma once
 #include <gtest/gtest.h>
 
@@ -31,7 +44,18 @@ struct GradcheckRow {
   GradcheckFn fn;
   double atol = 1e-6;
   double rtol = 1e-4;
+  bool strided_inputs = true;    // see above: false only with a reason
+  bool broadcast_inputs = true;
 };
+
+// One way to lay out a row's inputs: the leaves gradcheck perturbs and the fn that reads them.
+struct InputLayout {
+  std::string name;              // "as made", "strided", "broadcast"
+  std::vector<Tensor> inputs;
+  GradcheckFn fn;
+};
+// The row's inputs as made, then "strided" and "broadcast" when they change some input.
+std::vector<InputLayout> input_layouts(const GradcheckRow& row);
 
 // float64 randn leaves requiring grad, one per shape, from a fixed generator.
 std::vector<Tensor> inputs(const std::vector<Shape>& shapes, uint64_t seed = 7);

@@ -6,6 +6,15 @@
 // and broadcast (stride-0) views. On failure the result names the op, the input, the element
 // and both derivatives.
 //
+// Backward is run once per layout of its upstream gradient (dout): contiguous, then, with
+// dout_layouts on, the same weights as the op above would hand them over: offset into a
+// larger buffer, transposed (all dims reversed), sliced with a step (every other element of a
+// buffer twice as wide along the last dim longer than 1) and expanded (stride 0 along the last dim longer than 1 that is not the
+// last dim -- the rows of a row-wise op -- or along the last dim of a vector; the weights
+// then repeat). The finite differences are taken once per element, as a whole column of the
+// Jacobian, and dotted with each layout's weights: the extra layouts cost backward passes
+// only.
+//
 //   auto x = randn({3, 4}, nullptr, kFloat64).requires_grad_();
 //   auto r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], -1); }, {x},
 //                      {.name = "softmax"});
@@ -26,12 +35,16 @@ struct GradcheckOptions {
   double atol = 1e-5;        // |analytic - numeric| <= atol + rtol * |numeric|
   double rtol = 1e-3;
   uint64_t seed = 1234;      // for the loss weights
+  bool dout_layouts = true;  // also hand backward strided, offset and expanded douts
 };
 
 struct GradcheckResult {
   bool ok = true;
   std::string message;       // empty when ok
   double max_abs_error = 0.0;
+  // the dout layouts backward was run with: "contiguous", "offset", "transposed",
+  // "step-sliced", "expanded" (a layout a shape cannot have, e.g. transposed for 1-D, is left out)
+  std::vector<std::string> layouts;
 };
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
