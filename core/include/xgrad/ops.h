@@ -320,9 +320,23 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps = 1e-5);
-// logits (N, C) or (B, T, C) [class dim last], targets int64 (N) or (B, T); mean over the
-// targets that are not ignore_index. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index = -100);
+// F.cross_entropy's keyword arguments (torch's names and defaults; no `weight`):
+//   cross_entropy(x, t, {.ignore_index = 0, .reduction = "sum", .label_smoothing = 0.1})
+struct CrossEntropyOptions {
+  Int ignore_index = -100;
+  std::string reduction = "mean";   // "mean" (over targets != ignore_index), "sum", "none"
+  double label_smoothing = 0.0;     // in [0, 1]
+};
+// torch's F.cross_entropy: classes in dim 1. input (C), (N, C) or (N, C, d1, ...), target
+// int64 () / (N) / (N, d1, ...); so F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+// ports unchanged. Fused log-softmax + NLL.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+// The same loss with classes in the LAST dim: logits (..., C), targets (...), e.g. a GPT's
+// (B, T, C) logits against (B, T) targets without flattening. Not a torch function (torch
+// would read (B, T, C) as C = T classes); its own name keeps cross_entropy meaning torch's.
+Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
+                              const CrossEntropyOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 }  // namespace xgrad
