@@ -16,11 +16,11 @@ namespace xgrad::optim {
 // The options one Adam / AdamW param group sets; the unset ones come from the optimizer's
 // defaults: AdamW({{decay}, {no_decay, {.weight_decay = 0.0}}}, {.lr = 3e-4}).
 struct AdamGroupOptions {
-  std::optional<double> lr;
-  std::optional<std::pair<double, double>> betas;
-  std::optional<double> eps;
-  std::optional<double> weight_decay;
-  std::optional<bool> amsgrad;
+  std::optional<double> lr{};
+  std::optional<std::pair<double, double>> betas{};
+  std::optional<double> eps{};
+  std::optional<double> weight_decay{};
+  std::optional<bool> amsgrad{};
 
   // `defaults` with this group's set options in place of theirs
   template <class O>

@@ -24,11 +24,11 @@ struct SGDOptions {
 
 // The options one SGD param group sets; the unset ones come from the optimizer's defaults.
 struct SGDGroupOptions {
-  std::optional<double> lr;
-  std::optional<double> momentum;
-  std::optional<double> dampening;
-  std::optional<double> weight_decay;
-  std::optional<bool> nesterov;
+  std::optional<double> lr{};
+  std::optional<double> momentum{};
+  std::optional<double> dampening{};
+  std::optional<double> weight_decay{};
+  std::optional<bool> nesterov{};
 
   // `defaults` with this group's set options in place of theirs
   SGDOptions over(SGDOptions defaults) const {
