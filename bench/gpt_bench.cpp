@@ -395,7 +395,7 @@ int run(const Options& o) {
       Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
       loss.backward();
       opt.step();
-      opt.zero_grad();
+      opt.zero_grad(true);  // set_to_none, as the torch bench
       double s = seconds_since(t0);
       last_loss = loss.item();
       if (std::isnan(first_loss)) first_loss = last_loss;
@@ -435,7 +435,7 @@ int run(const Options& o) {
         opt.step();
         p->optimizer += seconds_since(t0);
         t0 = Clock::now();
-        opt.zero_grad();
+        opt.zero_grad(true);  // set_to_none, as the torch bench
         p->zero_grad += seconds_since(t0);
       }
       print_profile(*p, o.steps, 1e3 * median(times));

@@ -143,7 +143,7 @@ Case mha_case(const Shape& s) {
     auto mha = std::make_shared<xgrad::nn::MultiHeadAttention>(s[2], s[2], s[1], 0.0, s[3]);
     Tensor x = leaf({s[0], s[1], s[2]}), g = xgrad::randn({s[0], s[1], s[2]});
     return std::function<void()>([mha, x, g]() mutable {
-      mha->zero_grad();
+      mha->zero_grad(true);  // set_to_none, as the torch bench
       x.set_grad(Tensor());
       (*mha)(x).backward(g);
     });

@@ -322,7 +322,7 @@ double Trainer::estimate_loss(const std::string& split) {
   double total = 0;
   for (int64_t i = 0; i < o_.eval_iters; ++i) {
     Batch b = batches.next();
-    total += xgrad::cross_entropy((*model_)(b.x), b.y).item();
+    total += xgrad::cross_entropy_last_dim((*model_)(b.x), b.y).item();
   }
   model_->train(was_training);
   return total / static_cast<double>(o_.eval_iters);
@@ -365,7 +365,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       Batch b = train_batches_.next();
       phase = "forward pass";
       Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
-      Tensor loss = xgrad::cross_entropy(logits, b.y);
+      Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
       const double loss_v = loss.item();
       if (!std::isfinite(loss_v)) {
         r.nan_stop = true;

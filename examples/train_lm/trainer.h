@@ -3,7 +3,7 @@
 // checkpoints), resuming, and generation.
 //
 // The loop is the one of nanoGPT's train.py, written against xgrad's PyTorch-like API:
-//   logits = model(x); loss = cross_entropy(logits, y); loss.backward();
+//   logits = model(x); loss = cross_entropy_last_dim(logits, y); loss.backward();
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
 #pragma once
 #include <cstdint>

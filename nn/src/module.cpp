@@ -2,6 +2,8 @@
 // and torch-style printing; StateDict.
 #include "xgrad/nn/module.h"
 
+#include "xgrad/autograd.h"
+
 #include <cxxabi.h>
 
 #include <charconv>
@@ -199,8 +201,14 @@ Module& Module::train(bool on) {
   return *this;
 }
 
-void Module::zero_grad() {
-  for (Tensor& p : parameters()) p.set_grad(Tensor());
+void Module::zero_grad(Flag set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters()) {
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) p.set_grad(Tensor());
+    else grad.zero_();
+  }
 }
 
 Module& Module::requires_grad_(bool on) {

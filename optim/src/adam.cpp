@@ -198,13 +198,13 @@ void run_jobs(const std::vector<AdamJob<T>>& jobs, bool decoupled) {
 }
 
 // One step of every parameter with a gradient; `decoupled` selects AdamW.
-template <class O>
-void adam_step(const std::vector<ParamGroup<O>>& groups,
+template <class Group>  // OptimizerBase<AdamOptions or AdamWOptions, AdamParamState>::Group
+void adam_step(const std::vector<Group>& groups,
                std::vector<std::vector<AdamParamState>>& state, bool decoupled) {
   std::vector<AdamJob<float>> jobs_f;
   std::vector<AdamJob<double>> jobs_d;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    const O& o = groups[gi].options;
+    const auto& o = groups[gi].options;
     for (std::size_t i = 0; i < groups[gi].params.size(); ++i) {
       const Tensor& p = groups[gi].params[i];
       Tensor grad = p.grad();
@@ -317,10 +317,13 @@ AdamParamState adam_state_from_map(const std::map<std::string, Tensor>& m, const
 
 // ---------------------------------------------------------------- Adam
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : OptimizerBase({ParamGroup{std::move(params), options}}) {
+    : OptimizerBase({ParamGroup{std::move(params)}}, options) {
   init_groups();
 }
-Adam::Adam(std::vector<ParamGroup> groups) : OptimizerBase(std::move(groups)) { init_groups(); }
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
+    : OptimizerBase(std::move(groups), defaults) {
+  init_groups();
+}
 
 void Adam::step_impl() { adam_step(groups_, state_, /*decoupled=*/false); }
 void Adam::validate(const AdamOptions& o) const { adam_validate("Adam", o); }
@@ -340,10 +343,13 @@ AdamParamState Adam::state_from_map(const std::map<std::string, Tensor>& m, cons
 
 // ---------------------------------------------------------------- AdamW
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : OptimizerBase({ParamGroup{std::move(params), options}}) {
+    : OptimizerBase({ParamGroup{std::move(params)}}, options) {
   init_groups();
 }
-AdamW::AdamW(std::vector<ParamGroup> groups) : OptimizerBase(std::move(groups)) { init_groups(); }
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
+    : OptimizerBase(std::move(groups), defaults) {
+  init_groups();
+}
 
 void AdamW::step_impl() { adam_step(groups_, state_, /*decoupled=*/true); }
 void AdamW::validate(const AdamWOptions& o) const { adam_validate("AdamW", o); }

@@ -18,7 +18,7 @@ void Optimizer::step() {
   step_impl();
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
+void Optimizer::zero_grad(Flag set_to_none) {
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < num_param_groups(); ++g) {
     for (Tensor p : group_params(g)) {

@@ -12,13 +12,13 @@ namespace xgrad::optim {
 template <class O, class S>
 void OptimizerBase<O, S>::init_groups() {
   std::vector<const std::vector<Tensor>*> all;
-  for (const ParamGroup& g : groups_) {
+  for (const Group& g : groups_) {
     validate(g.options);
     all.push_back(&g.params);
   }
   detail::check_params(name(), all);
   state_.clear();
-  for (const ParamGroup& g : groups_) state_.emplace_back(g.params.size());
+  for (const Group& g : groups_) state_.emplace_back(g.params.size());
 }
 
 template <class O, class S>
@@ -60,13 +60,14 @@ void OptimizerBase<O, S>::set_lr(std::size_t group, double lr) {
 
 template <class O, class S>
 void OptimizerBase<O, S>::add_param_group(ParamGroup group) {
-  validate(group.options);
+  Group filled{std::move(group.params), group.options.over(defaults_)};
+  validate(filled.options);
   std::vector<const std::vector<Tensor>*> all;
-  for (const ParamGroup& g : groups_) all.push_back(&g.params);
-  all.push_back(&group.params);
+  for (const Group& g : groups_) all.push_back(&g.params);
+  all.push_back(&filled.params);
   detail::check_params(name(), all);
-  state_.emplace_back(group.params.size());
-  groups_.push_back(std::move(group));
+  state_.emplace_back(filled.params.size());
+  groups_.push_back(std::move(filled));
 }
 
 template <class O, class S>
@@ -135,7 +136,7 @@ void OptimizerBase<O, S>::load_state_dict(const OptimizerState& sd) {
   }
 
   std::vector<std::vector<S>> state;
-  for (const ParamGroup& g : groups_) state.emplace_back(g.params.size());
+  for (const Group& g : groups_) state.emplace_back(g.params.size());
   for (const auto& [index, named] : sd.state) {
     auto it = where.find(index);
     if (it == where.end())

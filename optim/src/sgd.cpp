@@ -18,11 +18,14 @@ namespace xgrad::optim {
 template class OptimizerBase<SGDOptions, SGDParamState>;
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : OptimizerBase({ParamGroup{std::move(params), options}}) {
+    : OptimizerBase({ParamGroup{std::move(params)}}, options) {
   init_groups();
 }
 
-SGD::SGD(std::vector<ParamGroup> groups) : OptimizerBase(std::move(groups)) { init_groups(); }
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults)
+    : OptimizerBase(std::move(groups), defaults) {
+  init_groups();
+}
 
 void SGD::validate(const SGDOptions& o) const {
   if (!(o.lr >= 0)) fail("SGD", "invalid learning rate: ", o.lr, " (must be >= 0)");

@@ -12,6 +12,21 @@ std::vector<Tensor> one(const Tensor& t) { return {t}; }
 
 std::vector<GradcheckRow> indexing_rows() {
   return {
+      // ---- index_put_ (on a clone or a view of a non-leaf: the leaves are self and values)
+      {"index_put_/accumulate-repeats", [] { return inputs({{4, 3}, {3, 3}}); },
+       [](V x) { return x[0].clone().index_put_({tensor({0, 2, 0})}, x[1], true); }},
+      {"index_put_/bcast-indices-and-values", [] { return inputs({{3, 4}, {2}}); },
+       [](V x) { return x[0].clone().index_put_({tensor({{0}, {2}}), tensor({1, 3})}, x[1]); }},
+      {"index_put_/through-a-view", [] { return inputs({{3, 4}, {2, 3}}); },
+       [](V x) {
+         Tensor base = x[0] * 2.0;
+         Tensor col = base.t();  // (4, 3)
+         col.index_put_({tensor({3, 0})}, x[1]);
+         return base;
+       }},
+      {"index_put/out-of-place-neg", [] { return std::vector<Tensor>{noncontig({2, 3, 4}), inputs({{4}})[0]}; },
+       [](V x) { return index_put(x[0], {tensor({-1})}, x[1]); }},
+
       // ---- gather
       {"gather/dim1-repeats", [] { return inputs({{3, 4}}); },
        [](V x) { return gather(x[0], 1, tensor({{0, 0}, {3, 1}, {2, 2}})); }},

@@ -75,6 +75,19 @@ std::vector<GradcheckRow> linalg_rows() {
       {"norm/1.5-noncontig", [] { return std::vector<Tensor>{noncontig({4, 3})}; },
        [](V x) { return x[0].norm(1.5, 0); }},
       {"norm/inf-dim1", [] { return inputs({{3, 5}}); }, [](V x) { return x[0].norm(INFINITY, 1); }},
+      // ---- einsum (the seeds' attention patterns, and contraction orders beyond them)
+      {"einsum/bhqd,bhkd->bhqk", [] { return inputs({{2, 2, 3, 4}, {2, 2, 5, 4}}); },
+       [](V x) { return einsum("bhqd,bhkd->bhqk", x[0], x[1]); }},
+      {"einsum/bhqk,bhkd->bhqd-noncontig", [] { return std::vector<Tensor>{noncontig({2, 3, 4}), inputs({{2, 4, 5}})[0]}; },
+       [](V x) { return einsum("bqk,bkd->bqd", x[0], x[1]); }},
+      {"einsum/ij,jk->ik", [] { return inputs({{3, 4}, {4, 2}}); }, [](V x) { return einsum("ij,jk->ik", x[0], x[1]); }},
+      {"einsum/i,j->ij", [] { return inputs({{3}, {4}}); }, [](V x) { return einsum("i,j->ij", x[0], x[1]); }},
+      {"einsum/implicit-ji,kj", [] { return inputs({{4, 3}, {2, 4}}); }, [](V x) { return einsum("ji,kj", x[0], x[1]); }},
+      {"einsum/bij->jb-sums-i", [] { return inputs({{2, 3, 4}}); }, [](V x) { return einsum("bij->jb", {x[0]}); }},
+      {"einsum/ij,jk,kl->il", [] { return inputs({{2, 3}, {3, 4}, {4, 2}}); },
+       [](V x) { return einsum("ij,jk,kl->il", x[0], x[1], x[2]); }},
+      {"einsum/bthd,hde->bte", [] { return inputs({{2, 3, 2, 4}, {2, 4, 3}}); },
+       [](V x) { return einsum("bthd,hde->bte", x[0], x[1]); }},
   };
 }
 

@@ -58,12 +58,28 @@ std::vector<GradcheckRow> nn_functional_rows() {
   // ---- cross_entropy
   rows.push_back({"cross_entropy/nc", [] { return inputs({{5, 4}}); },
                   [](const V& x) { return cross_entropy(x[0], tensor({0, 3, 1, 1, 2})); }});
-  rows.push_back({"cross_entropy/btc_ignore", [] { return inputs({{2, 3, 4}}); },
+  rows.push_back({"cross_entropy/nct_ignore", [] { return inputs({{2, 4, 3}}); },
                   [](const V& x) { return cross_entropy(x[0], tensor({{0, -100, 3}, {2, 2, 1}})); }});
+  rows.push_back({"cross_entropy/ncd1d2_none", [] { return inputs({{2, 3, 2, 2}}); }, [](const V& x) {
+                    return cross_entropy(x[0], tensor({{{0, 2}, {1, 1}}, {{2, 0}, {1, 0}}}), {.reduction = "none"});
+                  }});
+  rows.push_back({"cross_entropy/sum_smoothing", [] { return inputs({{4, 5}}); }, [](const V& x) {
+                    return cross_entropy(x[0], tensor({1, 4, 0, 2}),
+                                         {.ignore_index = 0, .reduction = "sum", .label_smoothing = 0.2});
+                  }});
+  rows.push_back({"cross_entropy/none_smoothing_ignore", [] { return inputs({{3, 4}}); }, [](const V& x) {
+                    return cross_entropy(x[0], tensor({3, -100, 1}), {.reduction = "none", .label_smoothing = 0.4});
+                  }});
+  rows.push_back({"cross_entropy/1d", [] { return inputs({{6}}); },
+                  [](const V& x) { return cross_entropy(x[0], scalar_tensor(4, kInt64)); }});
+  rows.push_back({"cross_entropy_last_dim/btc_ignore", [] { return inputs({{2, 3, 4}}); },
+                  [](const V& x) { return cross_entropy_last_dim(x[0], tensor({{0, -100, 3}, {2, 2, 1}})); }});
+  rows.push_back({"cross_entropy_last_dim/noncontig_smoothing", [] { return V{noncontig({4, 6})}; },
+                  [](const V& x) { return cross_entropy_last_dim(x[0], tensor({5, 0, 2, 2}), {.label_smoothing = 0.1}); }});
   rows.push_back({"cross_entropy/noncontig", [] { return V{noncontig({4, 6})}; },
                   [](const V& x) { return cross_entropy(x[0], tensor({5, 0, 2, 2})); }});
   rows.push_back({"cross_entropy/ignore_index", [] { return inputs({{4, 3}}); },
-                  [](const V& x) { return cross_entropy(x[0], tensor({1, 2, 0, 2}), 2); }});
+                  [](const V& x) { return cross_entropy(x[0], tensor({1, 2, 0, 2}), {.ignore_index = 2}); }});
   rows.push_back({"cross_entropy/wide", [] { return inputs({{3, 41}}); },
                   [](const V& x) { return cross_entropy(x[0] * 3.0, tensor({40, 0, 17})); }});
 

@@ -94,7 +94,9 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(COMPILES(linspace(f, f, 5)) && COMPILES(eye(3, 4)) && COMPILES(randint(0, 10, {3})));
   static_assert(!COMPILES(linspace(0, 1, f)) && !COMPILES(eye(f)) && !COMPILES(randint(0, f, {3})));
   static_assert(COMPILES(dropout(x, 0.5, false)) && !COMPILES(dropout(x, 0.5, 0)));
-  static_assert(COMPILES(cross_entropy(x, i, -1)) && !COMPILES(cross_entropy(x, i, 1.0)));
+  // torch's third positional argument is `weight`, so the keywords are an options struct
+  static_assert(COMPILES(cross_entropy(x, i, {.ignore_index = -1})) && !COMPILES(cross_entropy(x, i, -1)));
+  static_assert(!COMPILES(cross_entropy(x, i, {.ignore_index = true})) && !COMPILES(cross_entropy(x, i, 1.0)));
   static_assert(COMPILES(scaled_dot_product_attention(x, x, x, 0.0, true)));
   static_assert(!COMPILES(scaled_dot_product_attention(x, x, x, 0.0, 1)));
   // -- no overload takes a plain bool or int64_t where these take Flag/Int/Dims: one would

@@ -158,12 +158,50 @@ TEST(LayerNorm, Errors) {
 // ---------------------------------------------------------------- cross_entropy
 TEST(CrossEntropy, MatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
-  // xgrad takes (B, T, C) directly; torch's reference flattened it to (B*T, C)
-  check_fixture_case(fx, "cross_entropy_btc", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+  // torch's reference flattened (B, T, C) to (B*T, C); the class-last spelling needs no flatten
+  check_fixture_case(fx, "cross_entropy_btc", 2,
+                     [](const V& x) { return cross_entropy(x[0].flatten(0, 1), x[1].flatten()); });
+  check_fixture_case(fx, "cross_entropy_btc", 2,
+                     [](const V& x) { return cross_entropy_last_dim(x[0], x[1]); });
   check_fixture_case(fx, "cross_entropy_nc_f64", 2, [](const V& x) { return cross_entropy(x[0], x[1]); },
                      1e-13, 1e-14);
-  check_fixture_case(fx, "cross_entropy_ignore3", 2, [](const V& x) { return cross_entropy(x[0], x[1], 3); });
+  check_fixture_case(fx, "cross_entropy_ignore3", 2,
+                     [](const V& x) { return cross_entropy(x[0], x[1], {.ignore_index = 3}); });
   check_fixture_case(fx, "cross_entropy_wide", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+}
+
+TEST(CrossEntropy, ClassDimOneReductionSmoothingMatchTorch) {
+  const Fixture& fx = activation_nn_fixture();
+  check_fixture_case(fx, "ce_nct_ignore", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+  check_fixture_case(fx, "ce_ncd1d2_none", 2,
+                     [](const V& x) { return cross_entropy(x[0], x[1], {.reduction = "none"}); });
+  check_fixture_case(fx, "ce_sum_smooth_ignore1", 2, [](const V& x) {
+    return cross_entropy(x[0], x[1], {.ignore_index = 1, .reduction = "sum", .label_smoothing = 0.1});
+  });
+  check_fixture_case(fx, "ce_mean_smooth_f64", 2,
+                     [](const V& x) { return cross_entropy(x[0], x[1], {.label_smoothing = 0.2}); },
+                     1e-13, 1e-14);
+  check_fixture_case(fx, "ce_none_smooth", 2, [](const V& x) {
+    return cross_entropy(x[0], x[1], {.reduction = "none", .label_smoothing = 0.3});
+  });
+  check_fixture_case(fx, "ce_1d", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
+}
+
+TEST(CrossEntropy, LastDimEqualsClassDimOneMoved) {
+  Generator g(3);
+  Tensor logits = randn({2, 5, 7}, &g, kFloat64);  // (B, T, C)
+  Tensor targets = tensor({{0, 6, 3, -100, 2}, {1, 1, 5, 4, -100}});
+  Tensor a = logits.detach().requires_grad_(), b = logits.detach().requires_grad_();
+  Tensor la = cross_entropy_last_dim(a, targets, {.label_smoothing = 0.1});
+  Tensor lb = cross_entropy(b.transpose(1, 2), targets, {.label_smoothing = 0.1});  // (B, C, T)
+  EXPECT_EQ(la.item(), lb.item());
+  la.backward();
+  lb.backward();
+  expect_close(a.grad(), b.grad(), 0, 0, "grad");
+  Tensor none = cross_entropy_last_dim(logits, targets, {.reduction = "none"});
+  EXPECT_EQ(none.shape(), (Shape{2, 5}));
+  EXPECT_EQ(none.to_vector<double>()[3], 0.0);  // ignored
+  expect_close(none.sum(), cross_entropy_last_dim(logits, targets, {.reduction = "sum"}), 1e-14, 1e-14, "sum");
 }
 
 TEST(CrossEntropy, FusedMatchesNegativeLogSoftmaxGathered) {
@@ -171,7 +209,7 @@ TEST(CrossEntropy, FusedMatchesNegativeLogSoftmaxGathered) {
   Tensor logits = randn({2, 5, 7}, &g, kFloat64);
   Tensor targets = tensor({{0, 6, 3, -100, 2}, {1, 1, 5, 4, -100}});
   Tensor a = logits.detach().requires_grad_(), b = logits.detach().requires_grad_();
-  Tensor loss = cross_entropy(a, targets);
+  Tensor loss = cross_entropy_last_dim(a, targets);
   EXPECT_EQ(loss.grad_fn_name(), "NllLossBackward0");
   // one-hot of the targets (zero rows for ignored ones), then -sum(onehot * log_softmax) / 8
   std::vector<double> hot(2 * 5 * 7, 0.0);
@@ -191,17 +229,24 @@ TEST(CrossEntropy, AllIgnoredIsNanLikeTorch) {
 }
 
 TEST(CrossEntropy, Errors) {
-  Tensor logits = randn({2, 4, 6});
+  Tensor logits = randn({2, 6, 4});  // (N, C, T): 6 classes
   expect_error([&] { cross_entropy(logits, tensor({{0, 1, 6, 2}, {0, 0, 0, 0}})); },
                {"cross_entropy", "target 6", "6 classes"});
   expect_error([&] { cross_entropy(logits, tensor({{0, 1, -1, 2}, {0, 0, 0, 0}})); },
                {"cross_entropy", "target -1"});
-  expect_error([&] { cross_entropy(logits, tensor({0, 1})); }, {"cross_entropy", "[2]", "[2, 4, 6]", "[2, 4]"});
-  // torch's (B, C, T) layout is rejected with a hint, not silently misread
-  expect_error([&] { cross_entropy(randn({2, 6, 4}), zeros({2, 4}, kInt64)); },
-               {"cross_entropy", "[2, 6, 4]", "last dim"});
-  expect_error([&] { cross_entropy(randn({6}), tensor({1})); }, {"cross_entropy", "[6]"});
+  expect_error([&] { cross_entropy(logits, tensor({0, 1})); }, {"cross_entropy", "[2]", "[2, 6, 4]", "[2, 4]"});
+  // class-last (B, T, C) logits with (B, T) targets: torch's layout rejects them, with a hint
+  expect_error([&] { cross_entropy(randn({2, 4, 6}), zeros({2, 4}, kInt64)); },
+               {"cross_entropy", "[2, 4, 6]", "[2, 6]", "cross_entropy_last_dim"});
+  expect_error([&] { cross_entropy_last_dim(randn({2, 6, 4}), zeros({2, 4}, kInt64)); },
+               {"cross_entropy_last_dim", "[2, 6, 4]", "[2, 6]", "last dim"});
+  expect_error([&] { cross_entropy(randn({6}), tensor({1})); }, {"cross_entropy", "[6]", "[]"});
   expect_error([&] { cross_entropy(randn({2, 6}), tensor({1.0, 2.0})); }, {"cross_entropy", "int64"});
+  expect_error([&] { cross_entropy(randn({2, 6}), tensor({1, 2}), {.reduction = "avg"}); },
+               {"cross_entropy", "reduction", "avg"});
+  expect_error([&] { cross_entropy(randn({2, 6}), tensor({1, 2}), {.label_smoothing = 1.5}); },
+               {"cross_entropy", "label_smoothing", "1.5"});
+  expect_error([&] { cross_entropy(scalar_tensor(1.0), scalar_tensor(0, kInt64)); }, {"cross_entropy", "[]"});
 }
 
 // ---------------------------------------------------------------- mse_loss
@@ -219,7 +264,7 @@ TEST(NnFunctional, ChainMatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
   check_fixture_case(fx, "chain", 5, [](const V& x) {
     Tensor h = gelu(layer_norm(embedding(x[0], x[3]), {6}, x[1], x[2]), "tanh");
-    return cross_entropy(h * 3.0, x[4]);
+    return cross_entropy_last_dim(h * 3.0, x[4]);
   });
 }
 

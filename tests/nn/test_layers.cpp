@@ -128,10 +128,14 @@ TEST(Layers, DropoutModule) {
 
 TEST(Layers, LossModules) {
   manual_seed(8);
-  Tensor logits = randn({2, 3, 5});
+  Tensor logits = randn({2, 5, 3});  // (N, C, d1), as torch's nn.CrossEntropyLoss
   Tensor targets = tensor({{0, 4, -100}, {2, 2, 1}});
   CrossEntropyLoss criterion;
   EXPECT_EQ(criterion(logits, targets).item(), cross_entropy(logits, targets).item());
+  CrossEntropyLoss smoothed({.reduction = "none", .label_smoothing = 0.1});
+  expect_close(smoothed(logits, targets),
+               cross_entropy(logits, targets, {.reduction = "none", .label_smoothing = 0.1}),
+               0, 0, "options");
   Tensor a = randn({4}), b = randn({4});
   EXPECT_EQ(MSELoss()(a, b).item(), mse_loss(a, b).item());
   EXPECT_EQ(criterion.name(), "CrossEntropyLoss");

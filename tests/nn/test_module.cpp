@@ -129,11 +129,16 @@ TEST(Module, TrainEvalIsRecursiveAndDisablesDropout) {
   EXPECT_LT(zeros_seen, 50);
 }
 
-TEST(Module, ZeroGradSetsToNoneAndRequiresGradFreezes) {
+TEST(Module, ZeroGradZeroesInPlaceLikeTorch113AndRequiresGradFreezes) {
   Linear lin(3, 2);
   sum(lin(ones({4, 3}))).backward();
   ASSERT_TRUE(lin.weight.grad().defined());
-  lin.zero_grad();
+  Tensor g = lin.weight.grad();
+  lin.zero_grad();  // torch 1.13: set_to_none=False, the same tensor zeroed
+  ASSERT_TRUE(lin.weight.grad().defined());
+  EXPECT_EQ(lin.weight.grad().raw_data_ptr(), g.raw_data_ptr());
+  EXPECT_EQ(lin.weight.grad().to_vector<float>(), std::vector<float>(6, 0.0f));
+  lin.zero_grad(true);
   EXPECT_FALSE(lin.weight.grad().defined());
   EXPECT_FALSE(lin.bias.grad().defined());
   lin.requires_grad_(false);

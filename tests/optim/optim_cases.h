@@ -51,6 +51,20 @@ inline std::vector<OptimCase> optim_cases() {
          return std::make_unique<AdamW>(std::vector<AdamW::ParamGroup>{
              {{w}, {.lr = 0.01, .weight_decay = 0.1}}, {{b}, {.lr = 0.02, .weight_decay = 0.0}}});
        }},
+      // groups set some options, the constructor-level defaults fill the rest (torch's rule)
+      {"adamw_group_defaults",
+       [](Tensor w, Tensor b) {
+         return std::make_unique<AdamW>(
+             std::vector<AdamW::ParamGroup>{{{w}}, {{b}, {.lr = 0.005, .weight_decay = 0.0}}},
+             AdamWOptions{.lr = 0.02, .betas = {0.85, 0.95}, .weight_decay = 0.1});
+       }},
+      {"sgd_group_defaults",
+       [](Tensor w, Tensor b) {
+         return std::make_unique<SGD>(
+             std::vector<SGD::ParamGroup>{{{w}, {.dampening = 0.0, .weight_decay = 0.2}},
+                                          {{b}, {.momentum = 0.5, .nesterov = false}}},
+             SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
+       }},
   };
 }
 

@@ -66,7 +66,7 @@ TEST(OptimErrors, BadParameters) {
   nc.requires_grad_();
   expect_error([&] { AdamW(std::vector<Tensor>{nc}); }, {"AdamW", "not contiguous", "[4, 3]"});
 
-  AdamW opt(std::vector<Tensor>{p});
+  AdamW opt(std::vector<Tensor>{p}, {.lr = 0.1, .betas = {0.8, 0.9}, .weight_decay = 0.3});
   expect_error([&] { opt.add_param_group({{p}, {}}); }, {"AdamW", "more than once"});
   expect_error([&] { opt.add_param_group({{ones({2}).requires_grad_()}, {.lr = -1}}); },
                {"AdamW", "learning rate", "-1"});
@@ -74,6 +74,14 @@ TEST(OptimErrors, BadParameters) {
   opt.add_param_group({{ones({2}).requires_grad_()}, {.lr = 0.5}});
   EXPECT_EQ(opt.num_param_groups(), 2u);
   EXPECT_EQ(opt.lr(1), 0.5);
+  // as torch's add_param_group: what the group does not set comes from the defaults
+  EXPECT_EQ(opt.options(1).weight_decay, 0.3);
+  EXPECT_EQ(opt.options(1).betas, (std::pair<double, double>{0.8, 0.9}));
+  EXPECT_EQ(opt.defaults().lr, 0.1);
+  // a full options struct sets every option of its group, defaults notwithstanding
+  opt.add_param_group({{ones({3}).requires_grad_()}, AdamWOptions{.lr = 0.7}});
+  EXPECT_EQ(opt.options(2).weight_decay, 1e-2);
+  EXPECT_EQ(opt.options(2).betas, (std::pair<double, double>{0.9, 0.999}));
 }
 
 // ---------------------------------------------------------------- step checks
@@ -147,13 +155,17 @@ TEST(OptimStep, ZeroGrad) {
   SGD opt(std::vector<Tensor>{w, b});
   w.set_grad(full({3}, 2.0));
   Tensor g = w.grad();
-  opt.zero_grad(false);  // zeroed in place, same tensor
+  opt.zero_grad();  // torch 1.13's default set_to_none=False: zeroed in place, same tensor
   ASSERT_TRUE(w.grad().defined());
   EXPECT_EQ(w.grad().raw_data_ptr(), g.raw_data_ptr());
   EXPECT_TRUE(same_bits(w.grad(), zeros({3})));
   EXPECT_FALSE(b.grad().defined());
-  opt.zero_grad();  // default: set to none (torch 2)
+  w.set_grad(full({3}, 2.0));
+  opt.zero_grad(false);
+  EXPECT_TRUE(same_bits(w.grad(), zeros({3})));
+  opt.zero_grad(true);  // torch 2's default: None
   EXPECT_FALSE(w.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
 }
 
 TEST(OptimStep, Float64AndMixedGroups) {

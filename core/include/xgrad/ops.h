@@ -265,6 +265,13 @@ Tensor masked_select(const Tensor& a, const Tensor& mask);
 // (torch leaves their order unspecified too); NaN ranks above every number. values carry
 // the gradient back to the chosen elements.
 ValuesIndices topk(const Tensor& a, Int k, Int dim = -1, Flag largest = true, Flag sorted = true);
+// torch.index_put / x.index_put_(indices, values, accumulate) (x[i, j] = v in Python):
+// indices are int64 tensors for a's first k dims, broadcast together to B (negative indices
+// count from the end); the indexed region is B + a.shape[k:] and values broadcast to it.
+// accumulate adds (repeated indices add up); otherwise a repeated index keeps its last value.
+// Differentiable in a and values. (Bool masks and None slices: use masked_fill_ / slice.)
+Tensor index_put(const Tensor& a, const std::vector<Tensor>& indices, const Tensor& values,
+                 Flag accumulate = false);
 
 // =====================================================================  linalg.cpp
 // torch.matmul: 1-D..N-D, batch dims broadcast; OpenBLAS sgemm/dgemm with transpose flags
@@ -277,6 +284,19 @@ Tensor outer(const Tensor& a, const Tensor& b);
 // torch.norm / Tensor.norm: the p-norm (sum |x|^p)^(1/p) over dims ({} = all); p = inf is
 // the largest |x|. norm(x, 2, 1) is each row's 2-norm, as torch's x.norm(2, 1).
 Tensor norm(const Tensor& a, double p = 2.0, Dims dims = {}, Flag keepdim = false);
+
+// =====================================================================  einsum.cpp
+// torch.einsum with explicit letters: einsum("bhqd,bhkd->bhqk", q, k) (or a vector of
+// operands); without "->" the output is the letters used once, in alphabetical order.
+// Operands are contracted left to right with batched matmuls; the backward is that of the
+// composed ops. Throws for "...", a letter repeated within one operand, and a letter whose
+// sizes differ (torch would broadcast a size-1 dim).
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+template <class... T>
+  requires(sizeof...(T) > 0 && (std::same_as<std::remove_cvref_t<T>, Tensor> && ...))
+Tensor einsum(const std::string& equation, const T&... operands) {
+  return einsum(equation, std::vector<Tensor>{operands...});
+}
 
 // =====================================================================  activation.cpp
 Tensor softmax(const Tensor& a, Int dim);
@@ -320,9 +340,23 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps = 1e-5);
-// logits (N, C) or (B, T, C) [class dim last], targets int64 (N) or (B, T); mean over the
-// targets that are not ignore_index. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index = -100);
+// F.cross_entropy's keyword arguments (torch's names and defaults; no `weight`):
+//   cross_entropy(x, t, {.ignore_index = 0, .reduction = "sum", .label_smoothing = 0.1})
+struct CrossEntropyOptions {
+  Int ignore_index = -100;
+  std::string reduction = "mean";   // "mean" (over targets != ignore_index), "sum", "none"
+  double label_smoothing = 0.0;     // in [0, 1]
+};
+// torch's F.cross_entropy: classes in dim 1. input (C), (N, C) or (N, C, d1, ...), target
+// int64 () / (N) / (N, d1, ...); so F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+// ports unchanged. Fused log-softmax + NLL.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+// The same loss with classes in the LAST dim: logits (..., C), targets (...), e.g. a GPT's
+// (B, T, C) logits against (B, T) targets without flattening. Not a torch function (torch
+// would read (B, T, C) as C = T classes); its own name keeps cross_entropy meaning torch's.
+Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
+                              const CrossEntropyOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 }  // namespace xgrad

@@ -201,6 +201,10 @@ class Tensor {
 
   // ---- in-place (bump the version counter)
   Tensor& masked_fill_(const Tensor& mask, double value);  // differentiable
+  // torch's x.index_put_((i, j), v, accumulate): x[i, j] = v (or += v), differentiable in
+  // self and values; int64 indices into the first dims, broadcast together (ops.h).
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate = false);
+  Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate = false) const;
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);                  // broadcasts src to this shape

@@ -1,5 +1,5 @@
 // core/src/ops/indexing.cpp: ops driven by an index tensor or a mask: gather, scatter_add,
-// masked_select and topk. (index_select, the embedding lookup, is in shape.cpp.)
+// masked_select, topk and index_put_ (torch's x[i, j] = v / x.index_put_((i, j), v)). (index_select, the embedding lookup, is in shape.cpp.)
 //
 // gather and scatter_add are each other's adjoint, so both backwards (and topk's) are one
 // kernel, scatter_add_into. Indices are checked before anything is written: an index out of
@@ -257,6 +257,134 @@ ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
     grads.add(0, da);
   });
   return r;
+}
+
+// ---------------------------------------------------------------- index_put_
+// reference: torch's Tensor.index_put_(indices, values, accumulate): indices (int64 tensors,
+// broadcast together to B) index self's first k dims; the indexed region has shape
+// B + self.shape[k:], and values broadcast to it. accumulate=False writes (a repeated index
+// keeps one of its values; torch leaves which unspecified, here the last), True adds (repeats
+// add up). Negative indices count from the end, as in Python.
+namespace {
+
+struct IndexPutPlan {
+  Shape region;                 // B + self.shape[k:]
+  std::vector<int64_t> dst;     // per region element (row-major): element offset in `strides`
+};
+
+IndexPutPlan plan_index_put(const char* op, const Shape& self_shape, const Shape& self_strides,
+                            const std::vector<Tensor>& indices) {
+  const int64_t k = static_cast<int64_t>(indices.size());
+  if (k == 0 || k > static_cast<int64_t>(self_shape.size()))
+    fail(op, "got ", k, " index tensors for a tensor of shape ", self_shape, " (expected 1 to ",
+         self_shape.size(), ")");
+  Shape b;
+  for (int64_t j = 0; j < k; ++j) {
+    const Tensor& ix = indices[j];
+    if (!ix.defined()) fail(op, "index ", j, " is undefined (None slices are not supported)");
+    if (ix.dtype() != kInt64)
+      fail(op, "index ", j, " must be an int64 tensor, got ", dtype_name(ix.dtype()), " of shape ",
+           ix.shape(), ix.dtype() == kBool ? " (bool masks are not supported: use masked_fill_)" : "");
+    b = j == 0 ? ix.shape() : kernels::broadcast_shapes(op, b, ix.shape());
+  }
+  const Shape rest(self_shape.begin() + k, self_shape.end());
+  const Shape rest_strides(self_strides.begin() + k, self_strides.end());
+  IndexPutPlan plan;
+  plan.region = b;
+  plan.region.insert(plan.region.end(), rest.begin(), rest.end());
+  const int64_t nb = numel_of(b);
+  std::vector<int64_t> base(static_cast<std::size_t>(nb), 0);
+  for (int64_t j = 0; j < k; ++j) {
+    const std::vector<int64_t> v = indices[j].expand(b).contiguous().to_vector<int64_t>();
+    const int64_t n = self_shape[j];
+    for (int64_t i = 0; i < nb; ++i) {
+      if (v[i] < -n || v[i] >= n)
+        fail(op, "index ", v[i], " is out of bounds for dim ", j, " with size ", n, " (tensor shape ",
+             self_shape, ", index ", j, " of shape ", indices[j].shape(), ")");
+      base[i] += (v[i] < 0 ? v[i] + n : v[i]) * self_strides[j];
+    }
+  }
+  const std::vector<int64_t> rest_off = offsets_of(rest, rest_strides);
+  plan.dst.reserve(static_cast<std::size_t>(nb) * rest_off.size());
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t r : rest_off) plan.dst.push_back(base[i] + r);
+  return plan;
+}
+
+}  // namespace
+
+Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
+  const char* op = "index_put_";
+  if (!values.defined()) fail(op, "values is undefined");
+  if (values.dtype() != dtype())
+    fail(op, "values (", dtype_name(values.dtype()), ", shape ", values.shape(), ") must have the dtype of self (",
+         dtype_name(dtype()), ", shape ", shape(), ")");
+  check_recorded_inplace(op, *this, {values});
+  check_no_internal_overlap(op, *this);
+  const IndexPutPlan plan = plan_index_put(op, shape(), strides(), indices);
+  bool fits = values.dim() <= static_cast<int64_t>(plan.region.size());
+  for (int64_t d = 1; fits && d <= values.dim(); ++d) {
+    const int64_t vs = values.shape()[values.dim() - d], rs = plan.region[plan.region.size() - d];
+    fits = vs == rs || vs == 1;
+  }
+  if (!fits)
+    fail(op, "values of shape ", values.shape(), " cannot be broadcast to the indexed shape ", plan.region,
+         " (tensor shape ", shape(), ")");
+  const Tensor v = values.expand(plan.region).contiguous();
+  const bool acc = accumulate;
+  kernels::dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* ps = data_ptr<T>();
+    const T* pv = v.data_ptr<T>();
+    for (std::size_t i = 0; i < plan.dst.size(); ++i) {
+      if (acc) ps[plan.dst[i]] += pv[i];
+      else ps[plan.dst[i]] = pv[i];
+    }
+  });
+  ++impl()->storage->version;
+  // backward: dout's positions, in a contiguous dout of self's shape
+  std::vector<int64_t> pos = plan_index_put(op, shape(), contiguous_strides(shape()), indices).dst;
+  return record_inplace("IndexPutBackward0", *this, {values},
+                        [pos = std::move(pos), acc, region = plan.region, v_shape = values.shape()](
+                            const Tensor& dout, Grads& grads) {
+    // in the forward pass self[pos] = values (or += values with accumulate), so
+    // dvalues = dout[pos] (summed over broadcast dims) and dself = dout, zeroed at pos unless
+    // accumulating (the written elements no longer depend on the old self)
+    const Tensor dy = dout.contiguous();
+    if (grads.wants(1)) {
+      Tensor dv = empty(region, dy.dtype());
+      kernels::dispatch_float(dy.dtype(), "index_put_backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T* pd = dy.data_ptr<T>();
+        T* pv = dv.data_ptr<T>();
+        for (std::size_t i = 0; i < pos.size(); ++i) pv[i] = pd[pos[i]];
+      });
+      grads.add(1, dv.shape() == v_shape ? dv : sum_to(dv, v_shape));
+    }
+    if (grads.wants(0)) {
+      if (acc) {
+        grads.add(0, dy);
+        return;
+      }
+      Tensor dx = dy.clone().detach();
+      kernels::dispatch_float(dx.dtype(), "index_put_backward", [&](auto tag) {
+        using T = decltype(tag);
+        T* px = dx.data_ptr<T>();
+        for (int64_t p : pos) px[p] = T(0);
+      });
+      grads.add(0, dx);
+    }
+  });
+}
+
+Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) const {
+  Tensor out = clone();
+  out.index_put_(indices, values, accumulate);
+  return out;
+}
+
+Tensor index_put(const Tensor& a, const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
+  return a.index_put(indices, values, accumulate);
 }
 
 }  // namespace xgrad

@@ -1,5 +1,5 @@
 // core/src/ops/nn_functional.cpp: the torch.nn.functional ops a GPT needs beyond the
-// activations: dropout, embedding, layer_norm, cross_entropy, mse_loss.
+// activations: dropout, embedding, layer_norm, cross_entropy (+ _last_dim), mse_loss.
 //
 // Each is one fused forward loop over contiguous buffers with its backward closure right
 // below (saving the small per-row statistics the backward needs, never a second copy of a
@@ -11,6 +11,7 @@
 // tests/fixtures/gen_activation_nn.py.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels.h"
@@ -286,72 +287,102 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 // ---------------------------------------------------------------- cross_entropy
-// The class dim is the LAST dim: logits (N, C) or (B, T, C) with targets (N) or (B, T). This
-// differs from torch's F.cross_entropy, which wants classes in dim 1 ((B, C, T) for
-// sequences); GPT code flattens first, as in Raschka's calc_loss_batch:
-//   F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-// and xgrad's cross_entropy(logits, targets) gives the same value and gradient for (B, T, C).
-// The mean is over targets != ignore_index (NaN when all are ignored, like torch's 0/0).
-// reference: torch's log_softmax + nll_loss (reduction='mean'); llm.c crossentropy_softmax_backward.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_index) {
-  if (logits.dim() != 2 && logits.dim() != 3)
-    fail("cross_entropy", "logits must be (N, C) or (B, T, C) with classes last, got shape ",
-         logits.shape());
-  kernels::dispatch_float(logits.dtype(), "cross_entropy", [](auto) {});
-  if (targets.dtype() != kInt64)
-    fail("cross_entropy", "targets must be int64 class indices, got a ", dtype_name(targets.dtype()),
-         " tensor of shape ", targets.shape());
-  const Shape expected(logits.shape().begin(), logits.shape().end() - 1);
-  if (targets.shape() != expected)
-    fail("cross_entropy", "targets of shape ", targets.shape(), " do not match logits of shape ",
-         logits.shape(), " (expected targets of shape ", expected, "; classes are the last dim)");
+// Two spellings over one fused kernel:
+//   cross_entropy(input, target, opts)            torch's F.cross_entropy: classes in dim 1,
+//       input (C), (N, C) or (N, C, d1, ...), target () / (N) / (N, d1, ...)
+//   cross_entropy_last_dim(logits, targets, opts) classes in the LAST dim, (..., C) against
+//       (...): the (B, T, C) GPT logits without a flatten. Equal to
+//       F.cross_entropy(logits.flatten(0, -2), targets.flatten()) (value and gradient).
+// cross_entropy moves dim 1 to the end (a view; its backward is the permute's) and runs the
+// class-last kernel. reduction "mean" divides by the number of targets != ignore_index (NaN
+// when all are ignored, like torch's 0/0), "sum" sums, "none" returns the per-target losses
+// (0 where ignored) in target's shape. label_smoothing e mixes the one-hot target with the
+// uniform distribution: q = (1 - e) onehot(t) + e / C, loss = -sum_c q_c log_softmax(x)_c.
+// reference: torch 1.13 aten/src/ATen/native/LossNLL.cpp (cross_entropy_loss_label_smoothing,
+// nll_loss_nd); llm.c crossentropy_softmax_backward.
+namespace {
+
+enum class Reduction { kMean, kSum, kNone };
+
+Reduction parse_reduction(const char* op, const std::string& r) {
+  if (r == "mean") return Reduction::kMean;
+  if (r == "sum") return Reduction::kSum;
+  if (r == "none") return Reduction::kNone;
+  fail(op, "reduction must be \"mean\", \"sum\" or \"none\", got \"", r, "\"");
+}
+
+// logits (..., C) (any layout), targets (...) int64: the checked, fused loss.
+Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Tensor& targets,
+                                  const CrossEntropyOptions& o, const Shape& shown_input_shape) {
+  const Reduction red = parse_reduction(op, o.reduction);
+  const double eps = o.label_smoothing;
+  if (!(eps >= 0.0 && eps <= 1.0))
+    fail(op, "label_smoothing must be between 0.0 and 1.0, got ", eps);
+  const int64_t ignore_index = o.ignore_index;
   const int64_t C = logits.shape().back();
-  const int64_t N = numel_of(expected);
+  const Shape& tshape = targets.shape();
+  const int64_t N = numel_of(tshape);
   const Tensor tc = contig(targets);
   const int64_t* pt = tc.data_ptr<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i) {
     if (pt[i] == ignore_index) continue;
     if (pt[i] < 0 || pt[i] >= C)
-      fail("cross_entropy", "target ", pt[i], " is out of bounds for ", C, " classes (logits shape ",
-           logits.shape(), ", ignore_index ", ignore_index, ")");
+      fail(op, "target ", pt[i], " is out of bounds for ", C, " classes (input shape ",
+           shown_input_shape, ", target shape ", tshape, ", ignore_index ", ignore_index, ")");
     ++count;
   }
   const Tensor xc = contig(logits);
   Tensor lse = empty({N}, logits.dtype());  // log(sum(exp(row))), per row
-  Tensor out = empty({}, logits.dtype());
-  kernels::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+  Tensor out = red == Reduction::kNone ? empty(tshape, logits.dtype()) : empty({}, logits.dtype());
+  kernels::dispatch_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = xc.data_ptr<T>();
     T* pl = lse.data_ptr<T>();
+    std::vector<T> row_loss(static_cast<std::size_t>(N));
+    const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
     kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         if (pt[r] == ignore_index) {
           pl[r] = T(0);
+          row_loss[r] = T(0);
           continue;
         }
         const T* xr = px + r * C;
         const T m = vec::max(xr, C);
         pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
+        // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
+        row_loss[r] = eps == 0.0 ? pl[r] - xr[pt[r]]
+                                 : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
       }
     });
+    if (red == Reduction::kNone) {
+      std::copy(row_loss.begin(), row_loss.end(), out.data_ptr<T>());
+      return;
+    }
     double total = 0.0;  // summed in row order whatever the thread count
     for (int64_t r = 0; r < N; ++r)
-      if (pt[r] != ignore_index) total += static_cast<double>(pl[r] - px[r * C + pt[r]]);  // -log_softmax(x)[target]
-    *out.data_ptr<T>() = static_cast<T>(total / static_cast<double>(count));
+      if (pt[r] != ignore_index) total += static_cast<double>(row_loss[r]);
+    *out.data_ptr<T>() = static_cast<T>(red == Reduction::kSum ? total : total / static_cast<double>(count));
   });
   return record("NllLossBackward0", out, {logits},
-                [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index](const Tensor& dout, Grads& grads) {
-    // in the forward pass loss = mean_r(lse_r - x[r, t_r]), so
-    // dx[r] = (softmax(x[r]) - onehot(t_r)) * dloss / count, and 0 for ignored rows
+                [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index, red, eps](const Tensor& dout, Grads& grads) {
+    // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with q = (1 - e) onehot(t_r) + e/C,
+    // so dx[r] = (softmax(x[r]) - q) * g_r, g_r = dloss (sum), dloss / count (mean) or
+    // dloss[r] (none); 0 for ignored rows
     const Tensor& xv = xs.get();
+    const Tensor dy = contig(dout);
     Tensor dx = empty(xv.shape(), xv.dtype());
     kernels::dispatch_float(xv.dtype(), "cross_entropy_backward", [&](auto tag) {
       using T = decltype(tag);
-      const T gscale = static_cast<T>(dout.item() / static_cast<double>(count));
+      const T gall = red == Reduction::kMean ? static_cast<T>(dy.item() / static_cast<double>(count))
+                     : red == Reduction::kSum ? static_cast<T>(dy.item())
+                                              : T(0);
+      const T* pdy = red == Reduction::kNone ? dy.data_ptr<T>() : nullptr;
       const T* px = xv.data_ptr<T>();
       const T* pl = lse.data_ptr<T>();
       const int64_t* ptg = ts.get().data_ptr<int64_t>();
+      const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
       T* pdx = dx.data_ptr<T>();
       kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
@@ -360,14 +391,64 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Int ignore_ind
             std::fill(dr, dr + C, T(0));
             continue;
           }
+          const T gscale = pdy ? pdy[r] : gall;
           const T l = pl[r];
           vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
-          dr[ptg[r]] -= gscale;
+          if (eps == 0.0) {
+            dr[ptg[r]] -= gscale;
+          } else {
+            for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
+            dr[ptg[r]] -= keep * gscale;
+          }
         }
       });
     });
     grads.add(0, dx);
   });
+}
+
+void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) {
+  kernels::dispatch_float(input.dtype(), op, [](auto) {});
+  if (target.dtype() != kInt64)
+    fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()),
+         " tensor of shape ", target.shape(), " (input shape ", input.shape(),
+         "; class-probability targets are not supported)");
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  const char* op = "cross_entropy";
+  if (input.dim() == 0)
+    fail(op, "input must have a class dim: (C), (N, C) or (N, C, d1, ...), got shape ", input.shape());
+  check_ce_dtypes(op, input, target);
+  Shape expected = input.shape();  // target: input's shape without the class dim
+  expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
+  if (target.shape() != expected)
+    fail(op, "expected target of shape ", expected, " for input of shape ", input.shape(),
+         " (classes in dim 1, as torch), got target of shape ", target.shape(),
+         input.dim() == 3 && target.shape().size() == 2
+             ? "; for class-last (B, T, C) logits use cross_entropy_last_dim or flatten(0, 1)"
+             : "");
+  if (input.dim() <= 2) return cross_entropy_classes_last(op, input, target, options, input.shape());
+  std::vector<int64_t> order;  // (N, C, d1, ..., dk) -> (N, d1, ..., dk, C)
+  order.push_back(0);
+  for (int64_t d = 2; d < input.dim(); ++d) order.push_back(d);
+  order.push_back(1);
+  return cross_entropy_classes_last(op, input.permute(order), target, options, input.shape());
+}
+
+Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
+                              const CrossEntropyOptions& options) {
+  const char* op = "cross_entropy_last_dim";
+  if (logits.dim() == 0)
+    fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
+  check_ce_dtypes(op, logits, targets);
+  const Shape expected(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != expected)
+    fail(op, "expected targets of shape ", expected, " for logits of shape ", logits.shape(),
+         " (classes in the last dim), got targets of shape ", targets.shape());
+  return cross_entropy_classes_last(op, logits, targets, options, logits.shape());
 }
 
 // ---------------------------------------------------------------- mse_loss

@@ -1,8 +1,9 @@
 // xgrad/nn/loss.h: loss modules over the fused ops of ops.h (torch.nn.CrossEntropyLoss,
-// nn.MSELoss), for code that prefers `criterion(logits, targets)`; mean reduction.
+// nn.MSELoss), for code that prefers `criterion(logits, targets)`.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "xgrad/nn/module.h"
 #include "xgrad/ops.h"
@@ -11,15 +12,16 @@ namespace xgrad::nn {
 
 class CrossEntropyLoss : public Module {
  public:
-  explicit CrossEntropyLoss(int64_t ignore_index = -100) : ignore_index(ignore_index) {}
-  // logits (N, C) or (B, T, C), targets int64 (N) or (B, T).
-  Tensor forward(const Tensor& logits, const Tensor& targets) const {
-    return xgrad::cross_entropy(logits, targets, ignore_index);
+  // torch.nn.CrossEntropyLoss(ignore_index=..., reduction=..., label_smoothing=...)
+  explicit CrossEntropyLoss(CrossEntropyOptions options = {}) : options(std::move(options)) {}
+  // As F.cross_entropy: input (N, C) or (N, C, d1, ...), target int64 (N) or (N, d1, ...).
+  Tensor forward(const Tensor& input, const Tensor& target) const {
+    return xgrad::cross_entropy(input, target, options);
   }
   Tensor operator()(const Tensor& logits, const Tensor& targets) const {
     return forward(logits, targets);
   }
-  int64_t ignore_index;
+  CrossEntropyOptions options;
 };
 
 class MSELoss : public Module {

@@ -110,7 +110,9 @@ class Module {
   Module& train(bool on = true);  // recursive, like torch: affects Dropout
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
-  void zero_grad();               // sets every parameter's .grad to none (torch's default)
+  // torch 1.13's Module.zero_grad(set_to_none=False): zeroes every parameter's .grad in
+  // place; zero_grad(true) sets them to none (undefined), torch 2's default.
+  void zero_grad(Flag set_to_none = false);
   Module& requires_grad_(bool on = true);  // freeze / unfreeze every parameter
   int64_t num_parameters(bool only_trainable = false) const;
   // Converts every floating-point parameter, buffer and gradient to `dtype` in place, like

@@ -6,28 +6,54 @@
 // Each step is one fused pass over the parameter, its gradient and both moments (see
 // adam.cpp), with torch's single-tensor formulas and rounding order.
 #pragma once
+#include <optional>
 #include <utility>
 
 #include "xgrad/optim/optimizer.h"
 
 namespace xgrad::optim {
 
+// The options one Adam / AdamW param group sets; the unset ones come from the optimizer's
+// defaults: AdamW({{decay}, {no_decay, {.weight_decay = 0.0}}}, {.lr = 3e-4}).
+struct AdamGroupOptions {
+  std::optional<double> lr{};
+  std::optional<std::pair<double, double>> betas{};
+  std::optional<double> eps{};
+  std::optional<double> weight_decay{};
+  std::optional<bool> amsgrad{};
+
+  // `defaults` with this group's set options in place of theirs
+  template <class O>
+  O over(O defaults) const {
+    if (lr) defaults.lr = *lr;
+    if (betas) defaults.betas = *betas;
+    if (eps) defaults.eps = *eps;
+    if (weight_decay) defaults.weight_decay = *weight_decay;
+    if (amsgrad) defaults.amsgrad = *amsgrad;
+    return defaults;
+  }
+};
+
 // torch.optim.Adam's options and defaults.
 struct AdamOptions {
+  using Group = AdamGroupOptions;
   double lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  operator Group() const { return {lr, betas, eps, weight_decay, amsgrad}; }  // all set
 };
 
 // torch.optim.AdamW's options and defaults (weight_decay 1e-2).
 struct AdamWOptions {
+  using Group = AdamGroupOptions;
   double lr = 1e-3;
   std::pair<double, double> betas = {0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
+  operator Group() const { return {lr, betas, eps, weight_decay, amsgrad}; }  // all set
 };
 
 struct AdamParamState {
@@ -40,7 +66,8 @@ struct AdamParamState {
 class Adam : public OptimizerBase<AdamOptions, AdamParamState> {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
-  explicit Adam(std::vector<ParamGroup> groups);
+  // Groups' unset options come from `defaults` (torch: Adam(param_groups, lr=..., ...)).
+  explicit Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {});
   const char* name() const override { return "Adam"; }
 
  protected:
@@ -58,7 +85,8 @@ class Adam : public OptimizerBase<AdamOptions, AdamParamState> {
 class AdamW : public OptimizerBase<AdamWOptions, AdamParamState> {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  explicit AdamW(std::vector<ParamGroup> groups);
+  // Groups' unset options come from `defaults` (torch: AdamW(param_groups, lr=..., ...)).
+  explicit AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults = {});
   const char* name() const override { return "AdamW"; }
 
  protected:

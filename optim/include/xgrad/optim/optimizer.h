@@ -7,9 +7,9 @@
 // undefined are skipped, as in torch.
 //
 //   AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
-//   // or, nanoGPT's split: weights decay, biases / LayerNorm / embeddings do not
-//   AdamW opt({{decay, {.lr = 6e-4, .weight_decay = 0.1}},
-//              {no_decay, {.lr = 6e-4, .weight_decay = 0.0}}});
+//   // or, nanoGPT's split: weights decay, biases / LayerNorm / embeddings do not. As in
+//   // torch, an option a group does not set comes from the constructor-level defaults:
+//   AdamW opt({{decay}, {no_decay, {.weight_decay = 0.0}}}, {.lr = 6e-4, .weight_decay = 0.1});
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
 // Adding an optimizer: an options struct (PyTorch names and defaults), a per-parameter state
@@ -62,9 +62,10 @@ class Optimizer {
   // One update of every parameter that has a gradient, under NoGradGuard. Checks the
   // options and parameters first, so a bad option or parameter throws with nothing updated.
   void step();
-  // set_to_none (the default, like torch 2): every grad becomes undefined. Otherwise grads
-  // are zeroed in place.
-  void zero_grad(bool set_to_none = true);
+  // torch 1.13's Optimizer.zero_grad(set_to_none=False): by default every grad is zeroed in
+  // place (the tensor stays); zero_grad(true) makes every grad undefined (None), torch 2's
+  // default. The two give the same next step: backward adds into a zeroed grad.
+  void zero_grad(Flag set_to_none = false);
 
   virtual const char* name() const = 0;  // "SGD", "Adam", "AdamW"
   virtual std::size_t num_param_groups() const = 0;
@@ -85,11 +86,14 @@ class Optimizer {
   virtual void step_impl() = 0;
 };
 
-// A list of parameters with its options. `{params}` alone takes the options' defaults.
+// A list of parameters with the options this group sets (Options::Group: every option a
+// std::optional). An option left unset takes the optimizer's constructor-level default, as
+// torch fills a param group from `defaults`; a full Options struct converts to group options
+// with every option set. `{params}` alone takes all the defaults.
 template <class Options>
 struct ParamGroup {
   std::vector<Tensor> params;
-  Options options{};
+  typename Options::Group options{};
 };
 
 // The shared machinery of the concrete optimizers: groups, positional per-parameter state,
@@ -99,13 +103,21 @@ template <class Options, class State>
 class OptimizerBase : public Optimizer {
  public:
   using ParamGroup = optim::ParamGroup<Options>;
+  // A param group as the optimizer holds it: every option filled in (torch's param_groups).
+  struct Group {
+    std::vector<Tensor> params;
+    Options options;
+  };
 
-  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  const std::vector<Group>& param_groups() const { return groups_; }
+  // The constructor-level options (torch's `defaults`): what a group's unset option takes.
+  const Options& defaults() const { return defaults_; }
   // Mutable options of one group (e.g. opt.options(1).weight_decay = 0); checked again at
   // the next step().
   Options& options(std::size_t group);
   const Options& options(std::size_t group) const;
-  // torch's add_param_group: checks the options and that no parameter is already present.
+  // torch's add_param_group: fills unset options from defaults(), checks the options and
+  // that no parameter is already present.
   void add_param_group(ParamGroup group);
   // Per-parameter state of groups_[group].params[index] (undefined tensors until a step).
   const State& state(std::size_t group, std::size_t index) const;
@@ -119,7 +131,9 @@ class OptimizerBase : public Optimizer {
   void load_state_dict(const OptimizerState& sd) override;
 
  protected:
-  explicit OptimizerBase(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {}
+  OptimizerBase(std::vector<ParamGroup> groups, const Options& defaults) : defaults_(defaults) {
+    for (ParamGroup& g : groups) groups_.push_back({std::move(g.params), g.options.over(defaults)});
+  }
   // Checks the groups given to the constructor and sizes the state; the concrete
   // optimizer's constructor calls it (the hooks are not available in the base constructor).
   void init_groups();
@@ -140,7 +154,8 @@ class OptimizerBase : public Optimizer {
   virtual State state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
                                const Options& options, int64_t index, const char* op) const = 0;
 
-  std::vector<ParamGroup> groups_;
+  Options defaults_;
+  std::vector<Group> groups_;
   std::vector<std::vector<State>> state_;
 };
 
