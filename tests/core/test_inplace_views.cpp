@@ -12,6 +12,7 @@
 
 #include "fixture_reader.h"
 #include "inplace_view_cases.h"
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -21,19 +22,6 @@ const Fixture& fixture() {
   static const Fixture f = read_fixture(XGRAD_FIXTURES_DIR "/inplace_views.txt");
   return f;
 }
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_MESSAGE_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nexpected to contain: " << (part)
 
 class InplaceViewsVsTorch : public ::testing::TestWithParam<InplaceViewCase> {};
 

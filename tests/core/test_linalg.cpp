@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fixture_reader.h"
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -187,16 +188,6 @@ TEST(Matmul, SavesOnlyWhatBackwardNeeds) {
   Tensor out2 = matmul(x2, w0);
   x2.masked_fill_(ones({2, 3}, kBool), 2.0);
   EXPECT_THROW(out2.backward(ones({2, 4}, kFloat64)), Error);
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 TEST(Matmul, Errors) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fixture_reader.h"
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -20,19 +21,6 @@ const Fixture& fx() {
   static const Fixture f = read_fixture(XGRAD_FIXTURES_DIR "/shape_linalg.txt");
   return f;
 }
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_MESSAGE_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nexpected to contain: " << (part)
 
 // ---------------------------------------------------------------- fixtures
 

@@ -6,23 +6,13 @@
 
 #include <string>
 
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_MESSAGE_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nexpected to contain: " << (part)
+using testing::error_of;
 
 constexpr int64_t k32 = int64_t{1} << 32;
 

@@ -8,23 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_MESSAGE_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nexpected to contain: " << (part)
+using testing::error_of;
 
 Tensor iota(const Shape& shape) { return arange(0, double(numel_of(shape)), 1, kFloat32).reshape(shape); }
 
