@@ -275,7 +275,12 @@ std::array<int64_t, 4> Tensor::shape4() const { return shape_n<4>(*this); }
 // ---------------------------------------------------------------- data
 void* Tensor::raw_data_ptr() const {
   const TensorImpl& t = checked();
-  return static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(itemsize(t.dtype));
+  char* data = static_cast<char*>(t.storage->data);
+  // Only an empty view can hold an offset past its storage's end (slicing an empty dim keeps
+  // any offset: nothing is read through it); its pointer is the end, never offset * itemsize,
+  // which may overflow (found by fuzz_shapes).
+  if (static_cast<uint64_t>(t.offset) > t.storage->nbytes) return data + t.storage->nbytes;
+  return data + t.offset * static_cast<int64_t>(itemsize(t.dtype));
 }
 
 template <class T>
