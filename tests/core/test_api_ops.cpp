@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "error_message.h"
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
 
@@ -20,17 +21,6 @@ namespace {
 const Fixture& fx() {
   static const Fixture f = read_fixture(XGRAD_FIXTURES_DIR "/api.txt");
   return f;
-}
-
-template <class F>
-void expect_error(F&& fn, std::initializer_list<std::string> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected xgrad::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
 }
 
 // ---------------------------------------------------------------- against torch

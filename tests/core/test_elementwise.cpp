@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "error_message.h"
 #include "fixture_reader.h"
 #include "gradcheck_table.h"
 #include "xgrad/xgrad.h"
@@ -20,18 +21,6 @@ const Fixture& fx() {
 
 // A fixture input as a fresh leaf that requires grad.
 Tensor leaf(const std::string& name) { return fx().get(name).clone().detach().requires_grad_(); }
-
-// Expects fn to throw xgrad::Error whose message contains every piece.
-template <class F>
-void expect_error(F&& fn, std::initializer_list<std::string> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected xgrad::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 // ---------------------------------------------------------------- torch chains
 

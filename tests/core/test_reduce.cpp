@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "error_message.h"
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
 
@@ -18,17 +19,6 @@ const Fixture& fx() {
 }
 
 Tensor leaf(const std::string& name) { return fx().get(name).clone().detach().requires_grad_(); }
-
-template <class F>
-void expect_error(F&& fn, std::initializer_list<std::string> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected xgrad::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 // The generator's formula input: x[i] = ((i * 7919) % 1000) / 1000 - 0.3 as float32.
 Tensor formula(const Shape& shape) {

@@ -19,13 +19,6 @@ namespace xgrad {
 
 namespace {
 
-int64_t wrap(const char* op, int64_t d, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
-         -r, ", ", r - 1, "])");
-  return d < 0 ? d + r : d;
-}
 
 // The element offsets (in elements, from data_ptr) of every position of `shape` in row-major
 // order, for a tensor with `strides` (a view may have any strides; 0-d has one position).
@@ -109,7 +102,7 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape,
 // ---------------------------------------------------------------- gather
 
 Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
-  const int64_t d = wrap("gather", dim, a.shape());
+  const int64_t d = kernels::wrap_dim("gather", dim, a.shape());
   const std::vector<int64_t> idx = checked_index("gather", a, d, index, nullptr);
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
   const std::vector<int64_t> from = indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
@@ -132,7 +125,7 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
 // ---------------------------------------------------------------- scatter_add
 
 Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src) {
-  const int64_t d = wrap("scatter_add", dim, a.shape());
+  const int64_t d = kernels::wrap_dim("scatter_add", dim, a.shape());
   if (src.dtype() != a.dtype())
     fail("scatter_add", "src (", dtype_name(src.dtype()), ", shape ", src.shape(),
          ") must have the input's dtype ", dtype_name(a.dtype()), " (shape ", a.shape(), ")");
@@ -202,7 +195,7 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
 
 ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
   (void)sorted;  // the result is always sorted (torch leaves the order unspecified otherwise)
-  const int64_t d = wrap("topk", dim, a.shape());
+  const int64_t d = kernels::wrap_dim("topk", dim, a.shape());
   const int64_t R = a.dim() == 0 ? 1 : a.shape()[d];
   if (k < 0 || k > R)
     fail("topk", "k (", k.get(), ") is out of range for dim ", d, " of size ", R, " (shape ", a.shape(), ")");

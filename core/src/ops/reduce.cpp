@@ -25,13 +25,7 @@ namespace xgrad {
 namespace {
 
 // ---------------------------------------------------------------- dims
-int64_t wrap_dim(const char* op, int64_t d, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
-         -r, ", ", r - 1, "])");
-  return d < 0 ? d + r : d;
-}
+using kernels::wrap_dim;
 
 // Which dims are reduced (dims empty = all); negative dims wrap, repeats are rejected.
 std::vector<bool> reduced_mask(const char* op, const Shape& shape, const Shape& dims) {
