@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "config.h"
 #include "memory.h"
+#include "one_thread.h"
 
 using namespace train_lm;
 

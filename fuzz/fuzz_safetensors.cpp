@@ -21,6 +21,7 @@
 #include "safetensors.h"
 #include "trainer.h"
 #include "xgrad/error.h"
+#include "one_thread.h"
 
 using namespace train_lm;
 

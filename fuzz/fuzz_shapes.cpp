@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "xgrad/xgrad.h"
+#include "one_thread.h"
 
 using xgrad::Shape;
 using xgrad::Tensor;

@@ -10,6 +10,7 @@
 
 #include "tokenizer.h"
 #include "xgrad/error.h"
+#include "one_thread.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -8,6 +8,14 @@
 #   scripts/fuzz.sh --seeds          regenerate the safetensors seeds (a tiny train_lm run)
 #   scripts/fuzz.sh --only NAME ...  run one target (fuzz_safetensors, fuzz_tokenizer,
 #                                    fuzz_cli, fuzz_shapes)
+#   scripts/fuzz.sh --seed N ...     libFuzzer's random seed (default: libFuzzer picks one and
+#                                    the summary prints it); .ci/run derives it from the commit
+#   scripts/fuzz.sh --runs N ...     stop each target after N inputs instead of SECONDS
+#
+# A run is not bit-reproducible even with --seed (the coverage an input reaches can depend on
+# allocation addresses, e.g. a SIMD loop's alignment head), so a failing target prints each
+# crash input in base64: an input found by CI is replayed, and kept as a regression seed in
+# fuzz/corpus/<target>/, from the log alone (base64 -d > fuzz/corpus/<target>/regression_...).
 #
 # Needs clang-14 and libclang-rt-14-dev (scripts/deps.sh --fuzz). The build goes to
 # build-fuzz/ (XGRAD_FUZZ_BUILD_DIR), the growing corpora to build-fuzz/corpus/<target>/ (the
@@ -23,10 +31,16 @@ jobs=${XGRAD_JOBS:-$(nproc)}
 seconds=60
 seeds_only=0
 only=""
+seed=""
+runs=""
 while (( $# )); do
   case "$1" in
     --seeds) seeds_only=1 ;;
     --only) only=$2; shift ;;
+    --seed|--runs)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: $1 needs a whole number, got '${2:-}'" >&2; exit 2; }
+      if [[ $1 == --seed ]]; then seed=$2; else runs=$2; fi
+      shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *[!0-9]*|"") echo "fuzz.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     *) seconds=$1 ;;
@@ -84,14 +98,18 @@ for t in "${targets[@]}"; do
   work="$build/corpus/$t"
   mkdir -p "$work"
   log="$build/$t.log"
-  echo "==> $t for ${seconds} s"
+  rm -f "$build/artifacts/$t-"*
+  budget=(-max_total_time="$seconds") budget_text="$seconds s"
+  [[ -n "$runs" ]] && budget=(-runs="$runs") budget_text="$runs runs"
+  cmd=("$build/fuzz/$t" "${budget[@]}" ${seed:+-seed="$seed"} -print_final_stats=1 -close_fd_mask=3
+       -rss_limit_mb=2048 -timeout=20 -artifact_prefix="$build/artifacts/$t-" "$work" "fuzz/corpus/$t")
+  echo "==> $t for $budget_text"
   set +e
-  "$build/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 -close_fd_mask=3 \
-    -rss_limit_mb=2048 -timeout=20 -artifact_prefix="$build/artifacts/$t-" \
-    "$work" "fuzz/corpus/$t" >"$log" 2>&1
+  "${cmd[@]}" >"$log" 2>&1
   rc=$?
   set -e
-  runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  used_seed=$(grep -oE 'INFO: Seed: [0-9]+' "$log" | head -1 | grep -oE '[0-9]+$' || echo "?")
+  done_runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   eps=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo "?")
@@ -100,13 +118,20 @@ for t in "${targets[@]}"; do
   if (( rc != 0 )) || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
     echo "==> $t FAILED (status $rc); log $log, inputs in $build/artifacts/"
     grep -E 'ERROR|runtime error|SUMMARY|==[0-9]+==' "$log" | head -20
+    echo "    reproduce: rm -rf $work; scripts/fuzz.sh --only $t --seed $used_seed ${runs:+--runs }${runs:-$seconds}  (the same start; time and addresses may steer it elsewhere)"
+    for a in "$build/artifacts/$t-"*; do
+      [[ -f "$a" ]] || continue
+      echo "    input $(basename "$a") ($(stat -c %s "$a") bytes), base64:"
+      base64 -w 76 "$a" | head -200 | sed 's/^/      /'
+      echo "    replay it alone: FUZZ_MODEL_FILE=$root/$seed_model $build/fuzz/$t $a"
+    done
     status=1
-    results+=("$(printf '%-18s FAILED  runs %-9s exec/s %-6s cov %-6s ft %-6s corpus %s' "$t" "$runs" "$eps" "$cov" "$ft" "$corp")")
+    results+=("$(printf '%-18s FAILED  runs %-9s exec/s %-6s cov %-6s ft %-6s corpus %-5s seed %s' "$t" "$done_runs" "$eps" "$cov" "$ft" "$corp" "$used_seed")")
   else
-    results+=("$(printf '%-18s ok      runs %-9s exec/s %-6s cov %-6s ft %-6s corpus %s' "$t" "$runs" "$eps" "$cov" "$ft" "$corp")")
+    results+=("$(printf '%-18s ok      runs %-9s exec/s %-6s cov %-6s ft %-6s corpus %-5s seed %s' "$t" "$done_runs" "$eps" "$cov" "$ft" "$corp" "$used_seed")")
   fi
 done
 echo
-echo "==> summary (${seconds} s per target, total $((SECONDS - start)) s with the build)"
+echo "==> summary ($budget_text per target, total $((SECONDS - start)) s with the build)"
 printf '  %s\n' "${results[@]}"
 exit "$status"

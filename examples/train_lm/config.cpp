@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 namespace train_lm {
 namespace {
@@ -314,9 +316,23 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
 
   if (!saved.is_object()) bad("the checkpoint's training options are not a JSON object");
   auto take = [&](const char* key, auto& field) {
+    using T = std::decay_t<decltype(field)>;
     if (o.explicit_flags.count(key) || !saved.contains(key)) return;
+    const nlohmann::json& v = saved[key];
+    // nlohmann converts a number to any arithmetic type with a plain cast, which is undefined
+    // for 2e118 -> int64: an integer option must hold an integer that fits.
+    bool fits = true;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (v.is_number_unsigned())
+        fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+      else if (v.is_number_integer())
+        fits = std::in_range<T>(v.get<int64_t>());
+      else
+        fits = false;
+    }
+    if (!fits) bad("the checkpoint's training option '", key, "' is not an integer in range: ", v.dump());
     try {
-      field = saved[key].get<std::decay_t<decltype(field)>>();
+      field = v.get<T>();
     } catch (const nlohmann::json::exception&) {
       bad("the checkpoint's training option '", key, "' has the wrong type");
     }

@@ -170,6 +170,21 @@ TEST_F(Issue13, OutOfRangeNumbersAreRefused) {
   EXPECT_EQ(p.train.seed, 18446744073709551615ull);
 }
 
+// A saved option that does not fit its type (found by fuzz_cli: "steps": 2e118 was cast to
+// int64, undefined behaviour) is refused by name; a fitting one is taken.
+TEST_F(Issue13, SavedOptionsOutOfRangeAreRefused) {
+  const GPTConfig model = parse_cli({"train_lm", "train"}).train.model;
+  for (const char* steps : {"2e118", "1.5", "18446744073709551615", "true", "\"7\""}) {
+    TrainOptions o = parse_cli({"train_lm", "train"}).train;
+    const auto saved = nlohmann::json::parse(std::string("{\"steps\": ") + steps + "}");
+    expect_error<ConfigError>([&] { merge_saved_options(o, saved, model); }, {"'steps'"});
+  }
+  TrainOptions o = parse_cli({"train_lm", "train"}).train;
+  merge_saved_options(o, nlohmann::json::parse(R"({"steps": 4242, "seed": 18446744073709551615})"), model);
+  EXPECT_EQ(o.steps, 4242);
+  EXPECT_EQ(o.seed, 18446744073709551615ull);
+}
+
 // 3. Memory: a batch that cannot fit is refused before anything is allocated, naming the
 // flags and the figure; --dry-run reports the estimate and writes nothing.
 TEST_F(Issue13, MemoryIsEstimatedBeforeAllocating) {
