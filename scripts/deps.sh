@@ -6,6 +6,7 @@
 #                             PyTorch only; the C++ build and tests never need it)
 #   scripts/deps.sh --fuzz    also clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer
 #                             runtimes for clang) for scripts/fuzz.sh
+#   scripts/deps.sh --format  also clang-format-14 (scripts/format.sh, and its --check in CI)
 #   scripts/deps.sh --train   also what scripts/train.sh uses: gnuplot-nox (the loss-curve PNG)
 #                             and npm (scripts/get_corpus.sh), the latter only when no npm is on
 #                             PATH (the machine's own Node.js may bring one)
@@ -22,6 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --torch) packages+=(python3-torch) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
+    --format) packages+=(clang-format-14) ;;
     --train)
       packages+=(gnuplot-nox)
       command -v npm >/dev/null 2>&1 || packages+=(npm)
