@@ -14,9 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "fs_util.h"
+#include "xgrad/io/file.h"
 
 namespace train_lm {
+
+// The library's file helpers (atomic writes, read_file, CRC-32, base64: xgrad/io/file.h).
+namespace fs = std::filesystem;
+using namespace xgrad::io;
 
 std::string format_duration(double seconds);  // "3m05s", "1h02m", "12.3s"
 std::string format_rate(double per_second);    // "41.2k", "1.20M", "950"
