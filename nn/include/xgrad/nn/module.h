@@ -10,12 +10,12 @@
 //
 //   class Block : public Module {
 //    public:
-//     Block(int64_t d) {
+//     explicit Block(int64_t d) {
 //       fc = register_module("fc", std::make_shared<Linear>(d, d));   // constructs (and draws
 //       scale = register_parameter("scale", ones({d}));              // its init) in this order
 //     }
-//     Tensor forward(const Tensor& x) override { return (*fc)(x) * scale; }
-//     std::shared_ptr<Linear> fc;   // public members named like the Python attributes
+//     Tensor forward(const Tensor& x) override { return fc(x) * scale; }
+//     ModuleHolder<Linear> fc;   // public members named like the Python attributes (below)
 //     Tensor scale;
 //   };
 //
