@@ -1,4 +1,4 @@
-// io/src/file.cpp: see fs_util.h.
+// io/src/file.cpp: see xgrad/io/file.h.
 #include "xgrad/io/file.h"
 
 #include <fcntl.h>
