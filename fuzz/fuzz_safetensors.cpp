@@ -1,6 +1,6 @@
 // fuzz/fuzz_safetensors.cpp: the safetensors reader and what the trainer builds from a file.
 // The first byte picks the mode, the rest is the file:
-//   0, 1  parse only (parse_safetensors: every length, offset, dtype and checksum is checked)
+//   0, 1  parse only (the library's xgrad::io::parse_safetensors: every length, offset, dtype and checksum is checked)
 //   2     model file: the harness first repairs both checksums (so mutations of the header and
 //         data get past them), then parses it, reads its config and vocabulary as `generate`
 //         does, and loads the tensors into a tiny GPT when the config is that GPT's
@@ -17,13 +17,14 @@
 #include <string>
 
 #include "checkpoint.h"
-#include "fs_util.h"
-#include "safetensors.h"
 #include "trainer.h"
 #include "xgrad/error.h"
+#include "xgrad/io/file.h"
+#include "xgrad/io/safetensors.h"
 #include "one_thread.h"
 
 using namespace train_lm;
+using namespace xgrad::io;
 
 namespace {
 

@@ -104,7 +104,7 @@ configure_main() {
 build_main() { cmake --build "$build_dir" --parallel "$jobs"; }
 configure_and_build_library() {
   configure_main
-  cmake --build "$build_dir" --parallel "$jobs" --target xgrad
+  cmake --build "$build_dir" --parallel "$jobs" --target xgrad_libs
 }
 ctest_in() {
   ctest --test-dir "$1" --output-on-failure --no-tests=error --parallel "$jobs" \

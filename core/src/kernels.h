@@ -1,9 +1,9 @@
 // core/src/kernels.h (private): the loops every op family builds on.
 //
 // - dispatch_float / dispatch_all: call a generic lambda with a value of the element type.
-// - for_each_row: walk N strided operands of one shape row by row, innermost dim last, after
-//   merging dims that are contiguous in every operand (so a contiguous tensor is one row);
-//   parallel_for_each_row splits the same walk over the thread pool by element ranges.
+// - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim
+//   last, after merging dims that are contiguous in every operand (so a contiguous tensor is
+//   one row), split over the thread pool by element ranges.
 // - parallel_elems / parallel_rows: split a flat or a row loop over xgrad's pool
 //   (xgrad/parallel.h) above a grain size, so small tensors stay serial with no overhead.
 // - broadcast_shapes / broadcast_strides: NumPy broadcasting (stride 0 on expanded dims).
@@ -20,14 +20,7 @@
 
 namespace xgrad::kernels {
 
-template <class F>
-decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    default: fail(op, "expected a floating-point tensor (float32 or float64), got ", dtype_name(t));
-  }
-}
+using xgrad::dispatch_float;  // public: xgrad/dtype.h
 
 template <class F>
 decltype(auto) dispatch_all(DType t, F&& f) {
@@ -74,7 +67,7 @@ template <std::size_t N>
 RowGeometry<N> merge_dims(const Shape& shape, const std::array<Shape, N>& strides) {
   RowGeometry<N> g;
   const int64_t rank = static_cast<int64_t>(shape.size());
-  if (rank > 16) fail("for_each_row", "tensors of more than 16 dims are not supported");
+  if (rank > 16) fail("parallel_for_each_row", "tensors of more than 16 dims are not supported");
   // empty first: an empty view's other sizes times their strides may not fit in int64
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
     g.empty = true;
@@ -160,40 +153,14 @@ void walk_rows(const RowGeometry<N>& geo, int64_t lo, int64_t hi, Body& body) {
   if (tail != 0) body(off, tail, inner);  // a row cut by hi
 }
 
-// Calls body(offsets, len, inner) once per innermost row, serially, in order: offsets[k] is
-// operand k's element offset of the row start, inner[k] its stride along the row.
-template <std::size_t N, class Body>
-void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, Body&& body) {
-  const RowGeometry<N> g = merge_dims<N>(shape, strides);
-  walk_rows<N>(g, 0, std::max<int64_t>(g.numel(), 1), body);
-}
-
-// Elements per chunk below which a memory-bound loop stays on one thread (a tensor needs
-// 2 * kGrain elements to split at all), and the same for loops doing transcendental math.
-constexpr int64_t kGrain = 32768;
+// Elements per chunk below which a memory-bound loop stays on one thread, and the same for
+// loops doing transcendental math; kAlign, would_split and parallel_elems are public
+// (xgrad/parallel.h: kParallelGrain, kParallelAlign, parallel_elems).
+constexpr int64_t kGrain = kParallelGrain;
 constexpr int64_t kGrainMath = 8192;
-// Chunk boundaries of parallel_elems fall on multiples of this many elements, so SIMD loops
-// split over threads take the same batch / scalar-tail path per element as one serial loop.
-constexpr int64_t kAlign = 64;
-
-// Whether a loop over `elems` elements with this grain would run on more than one thread.
-inline bool would_split(int64_t elems, int64_t grain) {
-  return elems >= 2 * grain && get_num_threads() > 1 && !in_parallel_region();
-}
-
-// fn(lo, hi) over chunks covering [0, n), in parallel (xgrad/parallel.h) when n >= 2 * grain;
-// every boundary but n is a multiple of kAlign. Small n: one direct call, no pool overhead.
-template <class F>
-void parallel_elems(int64_t n, int64_t grain, F&& fn) {
-  if (!would_split(n, grain)) {
-    if (n > 0) fn(int64_t{0}, n);
-    return;
-  }
-  const int64_t blocks = (n + kAlign - 1) / kAlign;
-  parallel_for(0, blocks, std::max<int64_t>(grain / kAlign, 1), [&](int64_t b0, int64_t b1) {
-    fn(b0 * kAlign, std::min(b1 * kAlign, n));
-  });
-}
+constexpr int64_t kAlign = kParallelAlign;
+using xgrad::parallel_elems;
+using xgrad::would_split;
 
 // fn(r0, r1) over row ranges covering [0, rows), in parallel when the rows hold at least
 // 2 * grain elements (row_len elements each). Each row is handled whole by one thread, so
@@ -209,7 +176,7 @@ void parallel_rows(int64_t rows, int64_t row_len, int64_t grain, F&& fn) {
   parallel_for(0, rows, per_chunk, [&](int64_t r0, int64_t r1) { fn(r0, r1); });
 }
 
-// for_each_row split over threads by element ranges (chunks of at least `grain` elements);
+// The rows of merge_dims split over threads by element ranges (chunks of at least `grain` elements);
 // bodies must be elementwise (no state carried from one row to the next). Operand 0 is the
 // output: if it has a broadcast (stride-0) dim, elements share memory and the loop is serial.
 template <std::size_t N, class Body>
@@ -245,31 +212,6 @@ void map_unary(const Tensor& a, const Tensor& out, F&& f) {
       for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]]);
-    }
-  });
-}
-
-// out = f(a, b) with a and b broadcast to out's shape (out contiguous).
-template <class T, class U, class F>
-void map_binary(const Tensor& a, const Tensor& b, const Tensor& out, F&& f) {
-  const T* pa = a.data_ptr<T>();
-  const T* pb = b.data_ptr<T>();
-  U* po = out.data_ptr<U>();
-  std::array<Shape, 3> st{out.strides(), broadcast_strides(a, out.shape()),
-                          broadcast_strides(b, out.shape())};
-  parallel_for_each_row<3>(out.shape(), st, kGrain, [&](const std::array<int64_t, 3>& off, int64_t n,
-                                       const std::array<int64_t, 3>& in) {
-    const auto fn = f;  // a local copy: the output stores cannot alias its captures
-    U* o = po + off[0];
-    const T* x = pa + off[1];
-    const T* y = pb + off[2];
-    if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
-    } else if (in[0] == 1 && in[1] == 1 && in[2] == 0) {
-      const T yv = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]], y[i * in[2]]);
     }
   });
 }

@@ -364,6 +364,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   run_backward(*this, gradient, retain_graph);
 }
 uint64_t Tensor::version() const { return checked().storage->version; }
+void Tensor::bump_version() const { ++checked().storage->version; }
 
 Tensor Tensor::detach() const {
   const TensorImpl& t = checked();

@@ -16,9 +16,14 @@
 #include <optional>
 #include <string>
 
-#include "safetensors.h"
+#include "xgrad/io/safetensors.h"
 
 namespace train_lm {
+
+// The library's safetensors files (xgrad/io/safetensors.h): NamedTensors, Metadata,
+// SafetensorsFile, save_safetensors, load_safetensors.
+namespace fs = std::filesystem;
+using namespace xgrad::io;
 
 // 2: both files carry xgrad_header_crc32 (the header checksum), required when loading;
 // version 1 files (data checksum only) still load.

@@ -28,7 +28,7 @@ const FlagRange kRanges[] = {
     {"emb-dim", 1, 1 << 20, true},
     {"n-heads", 1, 1 << 16, true},
     {"n-layers", 1, 1 << 16, true},
-    {"drop-rate", 0, 1, false, false, true},
+    {"drop-rate", 0, 1, false},  // torch's nn.Dropout range (xgrad::check_dropout_p)
     {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
     {"steps", 1, kBig, true},
     {"time-budget", 0, kBig, false},
@@ -215,28 +215,25 @@ void validate(const GenerateOptions& o) {
 }
 
 nlohmann::json to_json(const GPTConfig& c) {
-  return {{"vocab_size", c.vocab_size}, {"context_length", c.context_length},
-          {"emb_dim", c.emb_dim},       {"n_heads", c.n_heads},
-          {"n_layers", c.n_layers},     {"drop_rate", c.drop_rate},
-          {"qkv_bias", c.qkv_bias}};
+  nlohmann::json j = nlohmann::json::object();
+  GPTConfig::for_each_field([&](const char* name, auto field) { j[name] = c.*field; });
+  return j;
 }
 
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   if (!j.is_object()) bad("the saved model config is not a JSON object");
   GPTConfig c;
-  auto int_field = [&](const char* k, int64_t& f) {
-    if (!j.contains(k) || !j[k].is_number_integer()) bad("the saved model config has no integer '", k, "'");
-    f = j[k].get<int64_t>();
-  };
-  int_field("vocab_size", c.vocab_size);
-  int_field("context_length", c.context_length);
-  int_field("emb_dim", c.emb_dim);
-  int_field("n_heads", c.n_heads);
-  int_field("n_layers", c.n_layers);
-  if (!j.contains("drop_rate") || !j["drop_rate"].is_number()) bad("the saved model config has no 'drop_rate'");
-  c.drop_rate = j["drop_rate"].get<double>();
-  if (!j.contains("qkv_bias") || !j["qkv_bias"].is_boolean()) bad("the saved model config has no 'qkv_bias'");
-  c.qkv_bias = j["qkv_bias"].get<bool>();
+  GPTConfig::for_each_field([&](const char* k, auto field) {
+    using T = std::remove_reference_t<decltype(c.*field)>;
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (!j.contains(k) || !j[k].is_number_integer()) bad("the saved model config has no integer '", k, "'");
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!j.contains(k) || !j[k].is_boolean()) bad("the saved model config has no '", k, "'");
+    } else {
+      if (!j.contains(k) || !j[k].is_number()) bad("the saved model config has no '", k, "'");
+    }
+    c.*field = j[k].get<T>();
+  });
   try {
     validate_model(c, /*with_vocab=*/true);
   } catch (const ConfigError& e) {
@@ -245,11 +242,7 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   return c;
 }
 
-bool same_config(const GPTConfig& a, const GPTConfig& b) {
-  return a.vocab_size == b.vocab_size && a.context_length == b.context_length &&
-         a.emb_dim == b.emb_dim && a.n_heads == b.n_heads && a.n_layers == b.n_layers &&
-         a.drop_rate == b.drop_rate && a.qkv_bias == b.qkv_bias;
-}
+bool same_config(const GPTConfig& a, const GPTConfig& b) { return a == b; }
 
 std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
   std::ostringstream os;
@@ -260,13 +253,7 @@ std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
       sep = ", ";
     }
   };
-  cmp("vocab_size", saved.vocab_size, now.vocab_size);
-  cmp("context_length", saved.context_length, now.context_length);
-  cmp("emb_dim", saved.emb_dim, now.emb_dim);
-  cmp("n_heads", saved.n_heads, now.n_heads);
-  cmp("n_layers", saved.n_layers, now.n_layers);
-  cmp("drop_rate", saved.drop_rate, now.drop_rate);
-  cmp("qkv_bias", saved.qkv_bias, now.qkv_bias);
+  GPTConfig::for_each_field([&](const char* name, auto field) { cmp(name, saved.*field, now.*field); });
   return os.str();
 }
 

@@ -15,7 +15,7 @@
 #include "xgrad/autograd.h"
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
-#include "xgrad/optim/clip.h"
+#include "xgrad/nn/clip_grad.h"
 
 namespace train_lm {
 

@@ -128,8 +128,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   //   attn_weights = dropout(softmax(attn_scores / sqrt(head_dim), -1))
   //   context_vec = attn_weights @ values
   // with the same numbers (up to float rounding) and, in training, the same dropout draws
-  // from the same (default) generator as the Dropout module. The `mask` buffer stays
-  // registered for state_dict compatibility with torch; is_causal is the same triangle.
+  // from the same (default) generator as the Dropout module would make. is_causal is the
+  // `mask` triangle (the buffer is only a state_dict key, see attention.h); the Dropout
+  // module gives the probability and the train/eval switch.
   const double use_dropout = dropout->is_training() ? dropout->p : 0.0;
   Tensor context_vec = scaled_dot_product_attention(queries, keys, values, use_dropout,
                                                     /*is_causal=*/true);   // (b, H, T, D)

@@ -7,10 +7,7 @@
 namespace xgrad::nn {
 
 // ---------------------------------------------------------------- Dropout
-Dropout::Dropout(double p) : p(p) {
-  if (!(p >= 0.0 && p <= 1.0))
-    fail("Dropout", "dropout probability has to be between 0 and 1, but got ", p);
-}
+Dropout::Dropout(double p) : p(p) { check_dropout_p("Dropout", p); }
 
 Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 

@@ -14,8 +14,7 @@ void validate(const GPTConfig& cfg, const char* who) {
   if (cfg.n_layers < 0) fail(who, "n_layers must be >= 0, got ", cfg.n_layers);
   if (cfg.emb_dim % cfg.n_heads != 0)
     fail(who, "emb_dim (", cfg.emb_dim, ") must be divisible by n_heads (", cfg.n_heads, ")");
-  if (!(cfg.drop_rate >= 0.0 && cfg.drop_rate <= 1.0))
-    fail(who, "drop_rate must be in [0, 1], got ", cfg.drop_rate);
+  check_dropout_p(who, cfg.drop_rate);  // drop_rate
 }
 
 // ---------------------------------------------------------------- FeedForward

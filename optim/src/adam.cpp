@@ -1,5 +1,6 @@
-// optim/src/adam.cpp: Adam and AdamW (the same fused kernel; they differ in where the
-// weight decay goes), with amsgrad.
+// optim/src/adam.cpp: Adam and AdamW, with amsgrad: one class (AdamW is Adam with
+// decoupled_ set), one step (Adam::step, at the bottom), one fused kernel; the two differ
+// in where the weight decay goes.
 //
 // reference: torch/optim/adam.py and adamw.py (torch 1.13), _single_tensor_adam(w):
 //   step += 1
@@ -25,15 +26,12 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "kernels.h"
-#include "optimizer_base_impl.h"
+#include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
+#include "xgrad/parallel.h"
 
 namespace xgrad::optim {
-
-template class OptimizerBase<AdamOptions, AdamParamState>;
-template class OptimizerBase<AdamWOptions, AdamParamState>;
 
 namespace {
 
@@ -174,7 +172,7 @@ struct AdamJob {
 };
 
 // Runs jobs over xgrad's threads: the parameters are laid end to end, each starting at a
-// multiple of kernels::kAlign, and the flat range is split (kernels::parallel_elems), so a
+// multiple of kParallelAlign, and the flat range is split (parallel_elems), so a
 // chunk boundary inside a parameter falls on a SIMD-batch boundary and every element sees
 // exactly the operations of the serial pass (bit-exact with torch at any thread count).
 template <class T>
@@ -182,9 +180,9 @@ void run_jobs(const std::vector<AdamJob<T>>& jobs, bool decoupled) {
   if (jobs.empty()) return;
   std::vector<int64_t> start(jobs.size() + 1, 0);
   for (std::size_t j = 0; j < jobs.size(); ++j)
-    start[j + 1] = start[j] + (jobs[j].n + kernels::kAlign - 1) / kernels::kAlign * kernels::kAlign;
+    start[j + 1] = start[j] + (jobs[j].n + kParallelAlign - 1) / kParallelAlign * kParallelAlign;
   auto run = decoupled ? adam_dispatch<T, true> : adam_dispatch<T, false>;
-  kernels::parallel_elems(start.back(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
+  parallel_elems(start.back(), kParallelGrain, [&](int64_t lo, int64_t hi) {
     std::size_t j = static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
     for (; j < jobs.size() && start[j] < hi; ++j) {
       const AdamJob<T>& jb = jobs[j];
@@ -197,20 +195,96 @@ void run_jobs(const std::vector<AdamJob<T>>& jobs, bool decoupled) {
   });
 }
 
-// One step of every parameter with a gradient; `decoupled` selects AdamW.
-template <class Group>  // OptimizerBase<AdamOptions or AdamWOptions, AdamParamState>::Group
-void adam_step(const std::vector<Group>& groups,
-               std::vector<std::vector<AdamParamState>>& state, bool decoupled) {
+}  // namespace
+
+// ---------------------------------------------------------------- Adam, AdamW
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam({ParamGroup{std::move(params)}}, options, /*decoupled=*/false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
+    : Adam(std::move(groups), defaults, /*decoupled=*/false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults, bool decoupled)
+    : OptimizerBase(std::move(groups), defaults), decoupled_(decoupled) {
+  init_groups();
+}
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Adam({ParamGroup{std::move(params)}}, options, /*decoupled=*/true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
+    : Adam(std::move(groups), defaults, /*decoupled=*/true) {}
+
+void Adam::validate(const AdamOptions& o) const {
+  if (!(o.lr >= 0)) fail(name(), "invalid learning rate: ", o.lr, " (must be >= 0)");
+  if (!(o.eps >= 0)) fail(name(), "invalid epsilon value: ", o.eps, " (must be >= 0)");
+  if (!(o.betas.first >= 0 && o.betas.first < 1))
+    fail(name(), "invalid beta parameter at index 0: ", o.betas.first, " (must be in [0, 1))");
+  if (!(o.betas.second >= 0 && o.betas.second < 1))
+    fail(name(), "invalid beta parameter at index 1: ", o.betas.second, " (must be in [0, 1))");
+  if (!(o.weight_decay >= 0))
+    fail(name(), "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
+}
+
+std::map<std::string, double> Adam::options_to_map(const AdamOptions& o) const {
+  return {{"lr", o.lr},
+          {"beta1", o.betas.first},
+          {"beta2", o.betas.second},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
+
+AdamOptions Adam::options_from_map(const std::map<std::string, double>& m, const char* op) const {
+  detail::check_known_options(op, m, {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"});
+  return {.lr = detail::option(op, m, "lr"),
+          .betas = {detail::option(op, m, "beta1"), detail::option(op, m, "beta2")},
+          .eps = detail::option(op, m, "eps"),
+          .weight_decay = detail::option(op, m, "weight_decay"),
+          .amsgrad = detail::bool_option(op, m, "amsgrad")};
+}
+
+std::map<std::string, Tensor> Adam::state_to_map(const AdamParamState& s) const {
+  if (!s.exp_avg.defined()) return {};
+  std::map<std::string, Tensor> m{
+      {"step", detail::step_tensor(s.step)},
+      {"exp_avg", detail::copy_as(s.exp_avg, s.exp_avg.dtype())},
+      {"exp_avg_sq", detail::copy_as(s.exp_avg_sq, s.exp_avg_sq.dtype())}};
+  if (s.max_exp_avg_sq.defined())
+    m["max_exp_avg_sq"] = detail::copy_as(s.max_exp_avg_sq, s.max_exp_avg_sq.dtype());
+  return m;
+}
+
+// max_exp_avg_sq may be absent even with amsgrad (it then starts at zero, as when amsgrad is
+// switched on mid-run).
+AdamParamState Adam::state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
+                                    const AdamOptions&, int64_t index, const char* op) const {
+  detail::check_known_state(op, m, {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, index);
+  AdamParamState s;
+  if (m.empty()) return s;
+  auto step = m.find("step");
+  if (step == m.end()) fail(op, "the state of parameter ", index, " has no 'step'");
+  s.step = detail::step_from_tensor(op, step->second, index);
+  s.exp_avg = detail::state_tensor(op, m, "exp_avg", param, index);
+  s.exp_avg_sq = detail::state_tensor(op, m, "exp_avg_sq", param, index);
+  if (m.count("max_exp_avg_sq"))
+    s.max_exp_avg_sq = detail::state_tensor(op, m, "max_exp_avg_sq", param, index);
+  return s;
+}
+
+// ---------------------------------------------------------------- the step
+// One step of every parameter with a gradient (torch's @torch.no_grad() step()): the
+// per-parameter scalars here, then all parameters' fused updates in one parallel pass.
+void Adam::step() {
+  check_step();  // options, contiguity, gradient shapes: throws before anything is written
+  NoGradGuard no_grad;
+  const bool decoupled = decoupled_;
   std::vector<AdamJob<float>> jobs_f;
   std::vector<AdamJob<double>> jobs_d;
-  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    const auto& o = groups[gi].options;
-    for (std::size_t i = 0; i < groups[gi].params.size(); ++i) {
-      const Tensor& p = groups[gi].params[i];
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const auto& o = groups_[gi].options;
+    for (std::size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      const Tensor& p = groups_[gi].params[i];
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       grad = grad.contiguous();
-      AdamParamState& st = state[gi][i];
+      AdamParamState& st = state_[gi][i];
       if (!st.exp_avg.defined()) {
         st.step = 0;
         st.exp_avg = zeros(p.shape(), p.dtype());
@@ -225,7 +299,7 @@ void adam_step(const std::vector<Group>& groups,
       const double bias_correction2 = 1.0 - std::pow(o.betas.second, step);
       const double step_size = o.lr / bias_correction1;
       const bool l2 = !decoupled && o.weight_decay != 0;
-      kernels::dispatch_float(p.dtype(), decoupled ? "AdamW" : "Adam", [&](auto tag) {
+      dispatch_float(p.dtype(), name(), [&](auto tag) {
         using T = decltype(tag);
         const AdamScalars<T> s{
             .decay = static_cast<T>(1.0 - o.lr * o.weight_decay),
@@ -243,129 +317,14 @@ void adam_step(const std::vector<Group>& groups,
         if constexpr (std::is_same_v<T, float>) jobs_f.push_back(job);
         else jobs_d.push_back(job);
       });
-      ++p.impl()->storage->version;
-      ++st.exp_avg.impl()->storage->version;
-      ++st.exp_avg_sq.impl()->storage->version;
-      if (o.amsgrad) ++st.max_exp_avg_sq.impl()->storage->version;
+      p.bump_version();  // written through data_ptr below, like an in-place op
+      st.exp_avg.bump_version();
+      st.exp_avg_sq.bump_version();
+      if (o.amsgrad) st.max_exp_avg_sq.bump_version();
     }
   }
   run_jobs(jobs_f, decoupled);
   run_jobs(jobs_d, decoupled);
-}
-
-template <class O>
-void adam_validate(const char* name, const O& o) {
-  if (!(o.lr >= 0)) fail(name, "invalid learning rate: ", o.lr, " (must be >= 0)");
-  if (!(o.eps >= 0)) fail(name, "invalid epsilon value: ", o.eps, " (must be >= 0)");
-  if (!(o.betas.first >= 0 && o.betas.first < 1))
-    fail(name, "invalid beta parameter at index 0: ", o.betas.first, " (must be in [0, 1))");
-  if (!(o.betas.second >= 0 && o.betas.second < 1))
-    fail(name, "invalid beta parameter at index 1: ", o.betas.second, " (must be in [0, 1))");
-  if (!(o.weight_decay >= 0))
-    fail(name, "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
-}
-
-template <class O>
-std::map<std::string, double> adam_options_to_map(const O& o) {
-  return {{"lr", o.lr},
-          {"beta1", o.betas.first},
-          {"beta2", o.betas.second},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
-}
-
-template <class O>
-O adam_options_from_map(const std::map<std::string, double>& m, const char* op) {
-  detail::check_known_options(op, m, {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"});
-  return {.lr = detail::option(op, m, "lr"),
-          .betas = {detail::option(op, m, "beta1"), detail::option(op, m, "beta2")},
-          .eps = detail::option(op, m, "eps"),
-          .weight_decay = detail::option(op, m, "weight_decay"),
-          .amsgrad = detail::bool_option(op, m, "amsgrad")};
-}
-
-std::map<std::string, Tensor> adam_state_to_map(const AdamParamState& s) {
-  if (!s.exp_avg.defined()) return {};
-  std::map<std::string, Tensor> m{
-      {"step", detail::step_tensor(s.step)},
-      {"exp_avg", detail::copy_as(s.exp_avg, s.exp_avg.dtype())},
-      {"exp_avg_sq", detail::copy_as(s.exp_avg_sq, s.exp_avg_sq.dtype())}};
-  if (s.max_exp_avg_sq.defined())
-    m["max_exp_avg_sq"] = detail::copy_as(s.max_exp_avg_sq, s.max_exp_avg_sq.dtype());
-  return m;
-}
-
-// max_exp_avg_sq may be absent even with amsgrad (it then starts at zero, as when amsgrad is
-// switched on mid-run).
-AdamParamState adam_state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                                   int64_t index, const char* op) {
-  detail::check_known_state(op, m, {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, index);
-  AdamParamState s;
-  if (m.empty()) return s;
-  auto step = m.find("step");
-  if (step == m.end()) fail(op, "the state of parameter ", index, " has no 'step'");
-  s.step = detail::step_from_tensor(op, step->second, index);
-  s.exp_avg = detail::state_tensor(op, m, "exp_avg", param, index);
-  s.exp_avg_sq = detail::state_tensor(op, m, "exp_avg_sq", param, index);
-  if (m.count("max_exp_avg_sq"))
-    s.max_exp_avg_sq = detail::state_tensor(op, m, "max_exp_avg_sq", param, index);
-  return s;
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------- Adam
-Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : OptimizerBase({ParamGroup{std::move(params)}}, options) {
-  init_groups();
-}
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
-    : OptimizerBase(std::move(groups), defaults) {
-  init_groups();
-}
-
-void Adam::step_impl() { adam_step(groups_, state_, /*decoupled=*/false); }
-void Adam::validate(const AdamOptions& o) const { adam_validate("Adam", o); }
-std::map<std::string, double> Adam::options_to_map(const AdamOptions& o) const {
-  return adam_options_to_map(o);
-}
-AdamOptions Adam::options_from_map(const std::map<std::string, double>& m, const char* op) const {
-  return adam_options_from_map<AdamOptions>(m, op);
-}
-std::map<std::string, Tensor> Adam::state_to_map(const AdamParamState& s) const {
-  return adam_state_to_map(s);
-}
-AdamParamState Adam::state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                                    const AdamOptions&, int64_t index, const char* op) const {
-  return adam_state_from_map(m, param, index, op);
-}
-
-// ---------------------------------------------------------------- AdamW
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : OptimizerBase({ParamGroup{std::move(params)}}, options) {
-  init_groups();
-}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
-    : OptimizerBase(std::move(groups), defaults) {
-  init_groups();
-}
-
-void AdamW::step_impl() { adam_step(groups_, state_, /*decoupled=*/true); }
-void AdamW::validate(const AdamWOptions& o) const { adam_validate("AdamW", o); }
-std::map<std::string, double> AdamW::options_to_map(const AdamWOptions& o) const {
-  return adam_options_to_map(o);
-}
-AdamWOptions AdamW::options_from_map(const std::map<std::string, double>& m,
-                                     const char* op) const {
-  return adam_options_from_map<AdamWOptions>(m, op);
-}
-std::map<std::string, Tensor> AdamW::state_to_map(const AdamParamState& s) const {
-  return adam_state_to_map(s);
-}
-AdamParamState AdamW::state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                                     const AdamWOptions&, int64_t index, const char* op) const {
-  return adam_state_from_map(m, param, index, op);
 }
 
 }  // namespace xgrad::optim

@@ -1,10 +1,9 @@
-// optim/src/optimizer.cpp: the Optimizer base (step, zero_grad, lr access) and the checking
+// optim/src/optimizer.cpp: the Optimizer base (zero_grad, lr access) and the checking
 // helpers every optimizer shares (parameters, state-dict options and tensors).
 #include <cmath>
 #include <set>
 #include <utility>
 
-#include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/optimizer.h"
@@ -12,12 +11,6 @@
 namespace xgrad::optim {
 
 // ---------------------------------------------------------------- Optimizer
-void Optimizer::step() {
-  check_step();  // everything that can fail, before the first write
-  NoGradGuard no_grad;
-  step_impl();
-}
-
 void Optimizer::zero_grad(Flag set_to_none) {
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < num_param_groups(); ++g) {
@@ -80,8 +73,9 @@ void check_params(const char* optimizer, const std::vector<const std::vector<Ten
 }
 
 Tensor copy_as(const Tensor& t, DType dtype) {
+  NoGradGuard no_grad;
   Tensor out = empty(t.shape(), dtype);
-  kernels::copy_into(out, t);
+  out.copy_(t);
   return out;
 }
 

@@ -9,13 +9,10 @@
 // parameter's dtype and the operations fused exactly as torch's CPU kernels fuse them.
 #include <cmath>
 
-#include "kernels.h"
-#include "optimizer_base_impl.h"
+#include "xgrad/autograd.h"
 #include "xgrad/optim/sgd.h"
 
 namespace xgrad::optim {
-
-template class OptimizerBase<SGDOptions, SGDParamState>;
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : OptimizerBase({ParamGroup{std::move(params)}}, options) {
@@ -76,7 +73,9 @@ void sgd_dispatch(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOpti
 
 }  // namespace
 
-void SGD::step_impl() {
+void SGD::step() {
+  check_step();  // options, contiguity, gradient shapes: throws before anything is written
+  NoGradGuard no_grad;
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
     const SGDOptions& o = groups_[gi].options;
     for (std::size_t i = 0; i < groups_[gi].params.size(); ++i) {
@@ -87,7 +86,7 @@ void SGD::step_impl() {
       SGDParamState& st = state_[gi][i];
       const bool first = o.momentum != 0 && !st.momentum_buffer.defined();
       if (first) st.momentum_buffer = empty(p.shape(), p.dtype());
-      kernels::dispatch_float(p.dtype(), "SGD", [&](auto tag) {
+      dispatch_float(p.dtype(), "SGD", [&](auto tag) {
         using T = decltype(tag);
         T* buf = o.momentum != 0 ? st.momentum_buffer.data_ptr<T>() : nullptr;
         if (o.weight_decay != 0)
@@ -95,8 +94,8 @@ void SGD::step_impl() {
         else
           sgd_dispatch<T, false>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
       });
-      ++p.impl()->storage->version;
-      if (o.momentum != 0) ++st.momentum_buffer.impl()->storage->version;
+      p.bump_version();  // written through data_ptr above, like an in-place op
+      if (o.momentum != 0) st.momentum_buffer.bump_version();
     }
   }
 }

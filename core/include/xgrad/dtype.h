@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "xgrad/error.h"
+
 namespace xgrad {
 
 enum class DType : uint8_t { Float32, Float64, Int64, Bool };
@@ -34,5 +36,18 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::Float
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+// Calls f(float{}) or f(double{}) for a float32 / float64 dtype, so one generic lambda serves
+// both (the element type is decltype(tag)); throws "<op>: expected a floating-point tensor"
+// for any other dtype.
+//   dispatch_float(p.dtype(), "SGD", [&](auto tag) { using T = decltype(tag); ... });
+template <class F>
+decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: fail(op, "expected a floating-point tensor (float32 or float64), got ", dtype_name(t));
+  }
+}
 
 }  // namespace xgrad

@@ -335,6 +335,10 @@ Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& k
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
 // !training or p == 0. The mask comes from bernoulli_(1-p) on `gen` (torch's stream).
 Tensor dropout(const Tensor& a, double p, Flag training = true, Generator* gen = nullptr);
+// The one check of a dropout probability (dropout, Dropout, scaled_dot_product_attention's
+// dropout_p, GPTConfig::drop_rate): 0 <= p <= 1 as torch's nn.Dropout, else
+// "<op>: dropout probability has to be between 0 and 1, but got <p>".
+void check_dropout_p(const char* op, double p);
 // weight (num_embeddings, dim), indices int64 of any shape -> indices.shape + (dim,).
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.

@@ -101,6 +101,11 @@ class Tensor {
   Tensor detach() const;                   // same storage, no history
   Tensor clone() const;                    // contiguous copy, differentiable
   uint64_t version() const;                // the storage's in-place version counter
+  // Counts a write made through data_ptr() outside the ops (an optimizer's fused update, a
+  // kernel of your own) as an in-place modification, as every in-place op does: a tensor
+  // saved for backward from this storage then fails loudly instead of giving a wrong
+  // gradient (torch.autograd.graph.increment_version).
+  void bump_version() const;
 
   // ---- views (zero-copy, differentiable)
   Tensor view(Shape shape) const;          // one -1 allowed; throws on incompatible strides

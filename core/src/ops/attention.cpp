@@ -413,8 +413,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
     if (q.size(d) != k.size(d) || q.size(d) != v.size(d))
       fail(kOp, "query, key and value must have the same batch dims (all but the last two; "
                 "xgrad does not broadcast them), got ", shapes());
-  if (!(p >= 0.0 && p <= 1.0))
-    fail(kOp, "dropout_p has to be between 0 and 1, but got ", p);
+  check_dropout_p(kOp, p);
 }
 
 Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, double dropout_p,

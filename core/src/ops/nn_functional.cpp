@@ -44,9 +44,12 @@ void check_same_dtype(const char* op, const char* what, const Tensor& a, const T
 // reference: torch aten/src/ATen/native/Dropout.cpp, _dropout_impl (what CPU tensors run):
 //   noise = empty_like(input, contiguous).bernoulli_(1 - p); noise.div_(1 - p); input * noise
 // so the mask is torch's stream for a contiguous tensor of input's shape, whatever its layout.
+void check_dropout_p(const char* op, double p) {
+  if (!(p >= 0.0 && p <= 1.0)) fail(op, "dropout probability has to be between 0 and 1, but got ", p);
+}
+
 Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
-  if (!(p >= 0.0 && p <= 1.0))
-    fail("dropout", "probability has to be between 0 and 1, but got ", p);
+  check_dropout_p("dropout", p);
   if (!training || p == 0.0) return a;
   kernels::dispatch_float(a.dtype(), "dropout", [](auto) {});
   Tensor out = empty(a.shape(), a.dtype());

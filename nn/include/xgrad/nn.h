@@ -10,6 +10,7 @@
 //   transformer.h  GPTConfig, FeedForward, TransformerBlock
 //   gpt.h          GPTModel
 //   loss.h         CrossEntropyLoss, MSELoss
+//   clip_grad.h    nn::utils::clip_grad_norm_, clip_grad_value_
 #pragma once
 #include "xgrad/nn/module.h"
 #include "xgrad/nn/containers.h"
@@ -20,3 +21,4 @@
 #include "xgrad/nn/transformer.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/nn/loss.h"
+#include "xgrad/nn/clip_grad.h"

@@ -1,8 +1,8 @@
-// <xgrad/optim.h>: optimizers (SGD, Adam, AdamW), learning-rate schedules and gradient
-// clipping, as torch.optim / torch.nn.utils.clip_grad_*. Included by <xgrad/xgrad.h>.
+// <xgrad/optim.h>: optimizers (SGD, Adam, AdamW) and learning-rate schedules, as
+// torch.optim. Included by <xgrad/xgrad.h>. (Gradient clipping is torch.nn.utils's, so it
+// is in <xgrad/nn/clip_grad.h>.)
 #pragma once
 #include "xgrad/optim/optimizer.h"
 #include "xgrad/optim/sgd.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/optim/lr_scheduler.h"
-#include "xgrad/optim/clip.h"

@@ -70,6 +70,9 @@ class MultiHeadAttention : public Module {
   int64_t head_dim;
   int64_t context_length;
   ModuleHolder<Linear> W_query, W_key, W_value, out_proj;
+  // forward runs the fused, causal scaled_dot_product_attention, so neither is applied as a
+  // module: `dropout` holds p and follows train()/eval() (forward passes p, or 0 in eval, to
+  // the fused op), and `mask` is never read: it exists for torch's state_dict key (att.mask).
   ModuleHolder<Dropout> dropout;
   Tensor mask;
 };

@@ -10,12 +10,12 @@
 //
 //   class Block : public Module {
 //    public:
-//     Block(int64_t d) {
+//     explicit Block(int64_t d) {
 //       fc = register_module("fc", std::make_shared<Linear>(d, d));   // constructs (and draws
 //       scale = register_parameter("scale", ones({d}));              // its init) in this order
 //     }
-//     Tensor forward(const Tensor& x) override { return (*fc)(x) * scale; }
-//     std::shared_ptr<Linear> fc;   // public members named like the Python attributes
+//     Tensor forward(const Tensor& x) override { return fc(x) * scale; }
+//     ModuleHolder<Linear> fc;   // public members named like the Python attributes (below)
 //     Tensor scale;
 //   };
 //
@@ -25,6 +25,7 @@
 // from the default generator in construction order.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -33,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/io/safetensors.h"
 #include "xgrad/tensor.h"
 
 namespace xgrad::nn {
@@ -57,6 +59,8 @@ class StateDict {
   // A deep copy (copy.deepcopy(model.state_dict())): state_dict() shares storage with the
   // model, so keep a clone when you mean to restore the values later.
   StateDict clone() const;
+  // The tensors in order, e.g. xgrad::load(path).tensors; throws for a repeated name.
+  static StateDict from(const io::NamedTensors& tensors);
 
  private:
   std::vector<value_type> items_;
@@ -128,6 +132,10 @@ class Module {
   // unexpected keys (when strict), shape and dtype-kind mismatches are all reported together
   // in one xgrad::Error, and then nothing has been modified.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
+  // The same from a safetensors file (torch: load_state_dict(safetensors.torch.load_file(p))),
+  // e.g. one written by xgrad::save(model.state_dict(), path): the file is read and checked
+  // whole first (sizes, offsets, dtypes, checksums), so a bad file also changes nothing.
+  LoadResult load_state_dict(const std::filesystem::path& path, bool strict = true);
 
   // ---- printing like torch: `Linear(in_features=6, out_features=6, bias=True)`
   virtual std::string name() const;        // the class name without namespaces
@@ -173,3 +181,10 @@ std::string to_string(const Module& module);
 std::string repr_float(double value);
 
 }  // namespace xgrad::nn
+
+namespace xgrad {
+// torch.save(model.state_dict(), path) in safetensors, atomically (xgrad/io/safetensors.h);
+// read back with model.load_state_dict(path) or xgrad::load(path).
+void save(const nn::StateDict& state, const std::filesystem::path& path,
+          const io::Metadata& metadata = {});
+}  // namespace xgrad

@@ -28,6 +28,21 @@ struct GPTConfig {
   int64_t n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;
+
+  // Every field once, by name, in declaration order: f("vocab_size", &GPTConfig::vocab_size),
+  // ... What saves, loads, compares or prints a config walks this list, so a new field is
+  // one line here (and one above).
+  template <class F>
+  static void for_each_field(F&& f) {
+    f("vocab_size", &GPTConfig::vocab_size);
+    f("context_length", &GPTConfig::context_length);
+    f("emb_dim", &GPTConfig::emb_dim);
+    f("n_heads", &GPTConfig::n_heads);
+    f("n_layers", &GPTConfig::n_layers);
+    f("drop_rate", &GPTConfig::drop_rate);
+    f("qkv_bias", &GPTConfig::qkv_bias);
+  }
+  bool operator==(const GPTConfig&) const = default;
 };
 
 // Throws xgrad::Error naming `who` and the bad field (non-positive sizes, emb_dim not

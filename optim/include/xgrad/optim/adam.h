@@ -3,8 +3,8 @@
 //
 //   AdamW opt(model.parameters(), {.lr = 3e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
 //
-// Each step is one fused pass over the parameter, its gradient and both moments (see
-// adam.cpp), with torch's single-tensor formulas and rounding order.
+// Each step is one fused pass over the parameter, its gradient and both moments, with
+// torch's single-tensor formulas and rounding order: Adam::step in adam.cpp, for both.
 #pragma once
 #include <optional>
 #include <utility>
@@ -54,6 +54,7 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   operator Group() const { return {lr, betas, eps, weight_decay, amsgrad}; }  // all set
+  operator AdamOptions() const { return {lr, betas, eps, weight_decay, amsgrad}; }
 };
 
 struct AdamParamState {
@@ -63,42 +64,38 @@ struct AdamParamState {
   Tensor max_exp_avg_sq;   // amsgrad only
 };
 
+// torch.optim.Adam, and (through AdamW below) torch.optim.AdamW: one implementation, all of
+// it in adam.cpp, where the two differ in one line (where the weight decay goes).
 class Adam : public OptimizerBase<AdamOptions, AdamParamState> {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
   // Groups' unset options come from `defaults` (torch: Adam(param_groups, lr=..., ...)).
   explicit Adam(std::vector<ParamGroup> groups, AdamOptions defaults = {});
-  const char* name() const override { return "Adam"; }
+  const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  void step() override;
 
  protected:
-  void step_impl() override;
+  // decoupled: AdamW's weight decay (param *= 1 - lr * wd) instead of Adam's L2 penalty
+  Adam(std::vector<ParamGroup> groups, AdamOptions defaults, bool decoupled);
   void validate(const AdamOptions& o) const override;
   std::map<std::string, double> options_to_map(const AdamOptions& o) const override;
   AdamOptions options_from_map(const std::map<std::string, double>& m,
-                                const char* op) const override;
+                               const char* op) const override;
   std::map<std::string, Tensor> state_to_map(const AdamParamState& s) const override;
   AdamParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
                                 const AdamOptions& options, int64_t index,
                                 const char* op) const override;
+
+ private:
+  bool decoupled_ = false;
 };
 
-class AdamW : public OptimizerBase<AdamWOptions, AdamParamState> {
+// torch.optim.AdamW: Adam with decoupled weight decay, and weight_decay 1e-2 by default. Its
+// step is Adam::step (adam.cpp); its options(g) and defaults() are AdamOptions.
+class AdamW : public Adam {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  // Groups' unset options come from `defaults` (torch: AdamW(param_groups, lr=..., ...)).
   explicit AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults = {});
-  const char* name() const override { return "AdamW"; }
-
- protected:
-  void step_impl() override;
-  void validate(const AdamWOptions& o) const override;
-  std::map<std::string, double> options_to_map(const AdamWOptions& o) const override;
-  AdamWOptions options_from_map(const std::map<std::string, double>& m,
-                                const char* op) const override;
-  std::map<std::string, Tensor> state_to_map(const AdamParamState& s) const override;
-  AdamParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                                const AdamWOptions& options, int64_t index,
-                                const char* op) const override;
 };
 
 }  // namespace xgrad::optim

@@ -13,18 +13,22 @@
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
 // Adding an optimizer: an options struct (PyTorch names and defaults), a per-parameter state
-// struct, a class deriving from OptimizerBase<Options, State> that implements the hooks at
-// the bottom of OptimizerBase, and `template class OptimizerBase<...>;` in its .cpp (the
-// template's members live in optim/src/optimizer_base_impl.h). See sgd.cpp.
+// struct, and a class deriving from OptimizerBase<Options, State> that implements step()
+// (check_step(), NoGradGuard, the update; bump_version() on what it writes through
+// data_ptr) and the hooks at the bottom of OptimizerBase. See sgd.cpp; it needs no private
+// header, so an optimizer of your own outside xgrad is written the same way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "xgrad/error.h"
+#include "xgrad/io/safetensors.h"
 #include "xgrad/tensor.h"
 
 namespace xgrad::optim {
@@ -47,6 +51,10 @@ struct OptimizerState {
   // {"momentum_buffer"} for SGD. A
   // parameter that never had a gradient has no entry. The tensors are copies.
   std::map<int64_t, std::map<std::string, Tensor>> state;
+
+  // The state saved by xgrad::save(opt.state_dict(), path) (below), e.g. xgrad::load(path);
+  // throws xgrad::Error naming `source` for a key or value that is not of that layout.
+  static OptimizerState from(const io::SafetensorsFile& file, const std::string& source = "");
 };
 
 // ---- the interface schedulers and trainers use
@@ -59,9 +67,10 @@ class Optimizer {
   Optimizer(Optimizer&&) = default;
   Optimizer& operator=(Optimizer&&) = default;
 
-  // One update of every parameter that has a gradient, under NoGradGuard. Checks the
-  // options and parameters first, so a bad option or parameter throws with nothing updated.
-  void step();
+  // One update of every parameter that has a gradient, under NoGradGuard (each optimizer's
+  // own, in its .cpp: Adam::step in adam.cpp). Checks the options and parameters first, so a
+  // bad option or parameter throws with nothing updated.
+  virtual void step() = 0;
   // torch 1.13's Optimizer.zero_grad(set_to_none=False): by default every grad is zeroed in
   // place (the tensor stays); zero_grad(true) makes every grad undefined (None), torch 2's
   // default. The two give the same next step: backward adds into a zeroed grad.
@@ -80,10 +89,9 @@ class Optimizer {
   // changing anything, and throws xgrad::Error leaving the optimizer untouched.
   virtual OptimizerState state_dict() const = 0;
   virtual void load_state_dict(const OptimizerState& state) = 0;
-
- protected:
-  virtual void check_step() const = 0;  // throws before step_impl touches anything
-  virtual void step_impl() = 0;
+  // The same from a file written by xgrad::save(opt.state_dict(), path): read and checked
+  // whole (the file's checksums, then the state as above) before anything changes.
+  void load_state_dict(const std::filesystem::path& path);
 };
 
 // A list of parameters with the options this group sets (Options::Group: every option a
@@ -129,6 +137,7 @@ class OptimizerBase : public Optimizer {
   using Optimizer::set_lr;
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& sd) override;
+  using Optimizer::load_state_dict;  // from a file
 
  protected:
   OptimizerBase(std::vector<ParamGroup> groups, const Options& defaults) : defaults_(defaults) {
@@ -137,7 +146,9 @@ class OptimizerBase : public Optimizer {
   // Checks the groups given to the constructor and sizes the state; the concrete
   // optimizer's constructor calls it (the hooks are not available in the base constructor).
   void init_groups();
-  void check_step() const override;
+  // What step() calls first: every option valid, every parameter contiguous, every gradient
+  // of its parameter's shape and dtype; throws before anything is written.
+  void check_step() const;
 
   // ---- hooks for the concrete optimizer
   // Throws "<name>: invalid <option> value: <v>" for a bad option.
@@ -185,5 +196,162 @@ Tensor state_tensor(const char* optimizer, const std::map<std::string, Tensor>& 
 void check_known_state(const char* optimizer, const std::map<std::string, Tensor>& m,
                        std::initializer_list<const char*> known, int64_t index);
 }  // namespace detail
+
+}  // namespace xgrad::optim
+
+namespace xgrad {
+// torch.save(opt.state_dict(), path) in safetensors, atomically: tensors "state.<i>.<key>"
+// (torch's state_dict()["state"][i][key]) and string metadata "optimizer" (the type),
+// "param_groups" (their count), "param_groups.<g>.params" ("0,1,2": flat parameter indices)
+// and "param_groups.<g>.<option>" (%.17g, so every double reads back exactly). `metadata`
+// may add other keys. Read back with opt.load_state_dict(path).
+void save(const optim::OptimizerState& state, const std::filesystem::path& path,
+          const io::Metadata& metadata = {});
+}  // namespace xgrad
+
+namespace xgrad::optim {
+
+// ---- OptimizerBase's members (templates: here, so any optimizer can derive from it)
+template <class O, class S>
+void OptimizerBase<O, S>::init_groups() {
+  std::vector<const std::vector<Tensor>*> all;
+  for (const Group& g : groups_) {
+    validate(g.options);
+    all.push_back(&g.params);
+  }
+  detail::check_params(name(), all);
+  state_.clear();
+  for (const Group& g : groups_) state_.emplace_back(g.params.size());
+}
+
+template <class O, class S>
+O& OptimizerBase<O, S>::options(std::size_t group) {
+  if (group >= groups_.size())
+    fail(name(), "param group ", group, " does not exist (", groups_.size(), " groups)");
+  return groups_[group].options;
+}
+
+template <class O, class S>
+const O& OptimizerBase<O, S>::options(std::size_t group) const {
+  if (group >= groups_.size())
+    fail(name(), "param group ", group, " does not exist (", groups_.size(), " groups)");
+  return groups_[group].options;
+}
+
+template <class O, class S>
+const std::vector<Tensor>& OptimizerBase<O, S>::group_params(std::size_t group) const {
+  if (group >= groups_.size())
+    fail(name(), "param group ", group, " does not exist (", groups_.size(), " groups)");
+  return groups_[group].params;
+}
+
+template <class O, class S>
+const S& OptimizerBase<O, S>::state(std::size_t group, std::size_t index) const {
+  if (group >= groups_.size() || index >= groups_[group].params.size())
+    fail(name(), "no parameter ", index, " in param group ", group);
+  return state_[group][index];
+}
+
+template <class O, class S>
+void OptimizerBase<O, S>::set_lr(std::size_t group, double lr) {
+  O& o = options(group);
+  O changed = o;
+  changed.lr = lr;
+  validate(changed);
+  o.lr = lr;
+}
+
+template <class O, class S>
+void OptimizerBase<O, S>::add_param_group(ParamGroup group) {
+  Group filled{std::move(group.params), group.options.over(defaults_)};
+  validate(filled.options);
+  std::vector<const std::vector<Tensor>*> all;
+  for (const Group& g : groups_) all.push_back(&g.params);
+  all.push_back(&filled.params);
+  detail::check_params(name(), all);
+  state_.emplace_back(filled.params.size());
+  groups_.push_back(std::move(filled));
+}
+
+template <class O, class S>
+void OptimizerBase<O, S>::check_step() const {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    validate(groups_[g].options);
+    const auto& params = groups_[g].params;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      detail::check_contiguous(name(), params[i], g, i);
+      const Tensor grad = params[i].grad();
+      if (grad.defined() && (grad.shape() != params[i].shape() || grad.dtype() != params[i].dtype()))
+        fail(name(), "the gradient of parameter ", i, " of param group ", g, " has shape ",
+             grad.shape(), " (", dtype_name(grad.dtype()), ") but the parameter has shape ",
+             params[i].shape(), " (", dtype_name(params[i].dtype()), ")");
+    }
+  }
+}
+
+template <class O, class S>
+OptimizerState OptimizerBase<O, S>::state_dict() const {
+  OptimizerState sd;
+  sd.type = name();
+  int64_t index = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    ParamGroupState gs;
+    gs.options = options_to_map(groups_[g].options);
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i, ++index) {
+      gs.params.push_back(index);
+      auto m = state_to_map(state_[g][i]);
+      if (!m.empty()) sd.state[index] = std::move(m);
+    }
+    sd.param_groups.push_back(std::move(gs));
+  }
+  return sd;
+}
+
+template <class O, class S>
+void OptimizerBase<O, S>::load_state_dict(const OptimizerState& sd) {
+  const std::string op = std::string(name()) + ".load_state_dict";
+  if (sd.type != name())
+    fail(op.c_str(), "state dict from ", sd.type.empty() ? "an unnamed optimizer" : sd.type,
+         " loaded into ", name());
+  if (sd.param_groups.size() != groups_.size())
+    fail(op.c_str(), "the state dict has ", sd.param_groups.size(),
+         " param groups but the optimizer has ", groups_.size());
+
+  // saved parameter index -> (group, position), as torch zips saved ids with current params
+  std::map<int64_t, std::pair<std::size_t, std::size_t>> where;
+  std::vector<O> options;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroupState& gs = sd.param_groups[g];
+    const std::string group_op = op + " (param group " + std::to_string(g) + ")";
+    if (gs.params.size() != groups_[g].params.size())
+      fail(group_op.c_str(), "the state dict's group has ", gs.params.size(),
+           " parameters but the optimizer's has ", groups_[g].params.size());
+    for (std::size_t i = 0; i < gs.params.size(); ++i)
+      if (!where.emplace(gs.params[i], std::make_pair(g, i)).second)
+        fail(group_op.c_str(), "parameter index ", gs.params[i], " appears more than once");
+    O o = options_from_map(gs.options, group_op.c_str());
+    try {
+      validate(o);
+    } catch (const Error& e) {
+      fail(group_op.c_str(), e.what());
+    }
+    options.push_back(o);
+  }
+
+  std::vector<std::vector<S>> state;
+  for (const Group& g : groups_) state.emplace_back(g.params.size());
+  for (const auto& [index, named] : sd.state) {
+    auto it = where.find(index);
+    if (it == where.end())
+      fail(op.c_str(), "the state dict has state for parameter ", index,
+           ", which is in none of its param groups");
+    const auto [g, i] = it->second;
+    state[g][i] = state_from_map(named, groups_[g].params[i], options[g], index, op.c_str());
+  }
+
+  // everything checked: commit
+  for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
+  state_ = std::move(state);
+}
 
 }  // namespace xgrad::optim

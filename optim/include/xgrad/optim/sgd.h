@@ -55,9 +55,9 @@ class SGD : public OptimizerBase<SGDOptions, SGDParamState> {
   // Groups' unset options come from `defaults` (torch: SGD(param_groups, lr=..., ...)).
   explicit SGD(std::vector<ParamGroup> groups, SGDOptions defaults = {});
   const char* name() const override { return "SGD"; }
+  void step() override;
 
  protected:
-  void step_impl() override;
   void validate(const SGDOptions& o) const override;
   std::map<std::string, double> options_to_map(const SGDOptions& o) const override;
   SGDOptions options_from_map(const std::map<std::string, double>& m,

@@ -1,7 +1,7 @@
-// examples/train_lm/fs_util.h: small file-system and encoding helpers for the trainer:
+// xgrad/io/file.h: the file helpers under xgrad's checkpoints (xgrad/io/safetensors.h):
 // crash-safe file writes (temp file + fsync + rename + directory fsync), CRC-32, base64.
 //
-// Every function throws xgrad::Error naming the file and the failing system call, so the
+// Every function throws xgrad::Error naming the file and the failing system call, so a
 // command-line tool can print it as is.
 #pragma once
 #include <cstddef>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace train_lm {
+namespace xgrad::io {
 
 namespace fs = std::filesystem;
 
@@ -56,4 +56,4 @@ std::string hex32(std::uint32_t v);  // 8 lower-case hex digits
 std::string base64_encode(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> base64_decode(std::string_view text, const char* what);
 
-}  // namespace train_lm
+}  // namespace xgrad::io

@@ -1,17 +1,16 @@
-// tests/train/test_safetensors.cpp: safetensors round trips, every corruption the reader must
+// tests/io/test_safetensors.cpp: safetensors round trips, every corruption the reader must
 // reject (with the file name in the message), a file written by PyTorch, and the atomic
-// write (an interrupted write leaves the previous file intact).
+// write (an interrupted write leaves the previous file intact): xgrad::io, the library's.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/fixture_reader.h"
-#include "safetensors.h"
-#include "train_test_util.h"
+#include "train/train_test_util.h"
 #include "xgrad/xgrad.h"
 
-using namespace train_lm;
+using namespace xgrad::io;
 using train_test::expect_error;
 using train_test::slurp;
 using train_test::spit;

@@ -1,10 +1,8 @@
-// xgrad/optim/clip.h: gradient clipping, as torch.nn.utils.clip_grad_norm_ and
-// clip_grad_value_. Parameters without a gradient are skipped; gradients are modified in
+// xgrad/nn/clip_grad.h: gradient clipping, as torch.nn.utils.clip_grad_norm_ and
+// clip_grad_value_ (torch/nn/utils/clip_grad.py; here in the nn layer, like torch's). Parameters without a gradient are skipped; gradients are modified in
 // place (their version counters are bumped).
 //
 //   double norm = xgrad::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
-//
-// The same functions are available as xgrad::optim::clip_grad_norm_ / clip_grad_value_.
 #pragma once
 #include <vector>
 
@@ -27,8 +25,3 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value);
 void clip_grad_value_(const Tensor& parameter, double clip_value);
 
 }  // namespace xgrad::nn::utils
-
-namespace xgrad::optim {
-using nn::utils::clip_grad_norm_;
-using nn::utils::clip_grad_value_;
-}  // namespace xgrad::optim

@@ -1,4 +1,4 @@
-// optim/src/clip.cpp: clip_grad_norm_ and clip_grad_value_.
+// nn/src/clip_grad.cpp: clip_grad_norm_ and clip_grad_value_.
 //
 // reference: torch/nn/utils/clip_grad.py (torch 1.13):
 //   norms = [norm(g, p) for g in grads]; total = norm(stack(norms), p)   (inf: max of maxes)
@@ -9,7 +9,7 @@
 
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
-#include "xgrad/optim/clip.h"
+#include "xgrad/nn/clip_grad.h"
 
 namespace xgrad::nn::utils {
 
@@ -93,7 +93,7 @@ void scale_(Tensor g, double coef) {
     double* x = g.data_ptr<double>();
     for (int64_t i = 0; i < n; ++i) x[i] *= coef;
   }
-  ++g.impl()->storage->version;
+  g.bump_version();
 }
 
 template <class T>
@@ -148,7 +148,7 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
                    static_cast<float>(clip_value));
     else
       clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
-    ++g.impl()->storage->version;
+    g.bump_version();
   }
 }
 

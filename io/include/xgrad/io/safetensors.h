@@ -1,5 +1,13 @@
-// examples/train_lm/safetensors.h: reading and writing the safetensors format, so our
+// xgrad/io/safetensors.h: saving and loading tensors in the safetensors format, so xgrad's
 // checkpoints open in PyTorch (`safetensors.torch.load_file`) and PyTorch's open here.
+//
+//   xgrad::save(model.state_dict(), "model.safetensors", {{"step", "1000"}});  // nn/module.h
+//   model.load_state_dict("model.safetensors");                               // or:
+//   xgrad::io::SafetensorsFile f = xgrad::load("model.safetensors");  // tensors + metadata
+//   xgrad::save(opt.state_dict(), "optim.safetensors");  opt.load_state_dict("optim.safetensors");
+//
+// Every write is atomic (xgrad/io/file.h: a crash leaves the old file or the new one), and
+// every read checks everything before anything is returned, so a bad file changes nothing.
 //
 // Format (https://github.com/huggingface/safetensors): 8-byte little-endian header length N,
 // then N bytes of JSON
@@ -27,10 +35,10 @@
 #include <utility>
 #include <vector>
 
-#include "fs_util.h"
+#include "xgrad/io/file.h"
 #include "xgrad/tensor.h"
 
-namespace train_lm {
+namespace xgrad::io {
 
 // Tensors in file order (our writer keeps the caller's order; the reader returns them in data
 // order, which for our files is the same).
@@ -64,4 +72,18 @@ SafetensorsFile load_safetensors(const fs::path& path);
 // The same, from bytes in memory (`source` names them in messages).
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 
-}  // namespace train_lm
+}  // namespace xgrad::io
+
+namespace xgrad {
+// torch.save / torch.load in safetensors (safetensors.torch.save_file / load_file): the
+// tensors in order, with string metadata; see io::save_safetensors / io::load_safetensors.
+// Overloads for a module's StateDict (xgrad/nn/module.h) and an optimizer's state
+// (xgrad/optim/optimizer.h) sit with those types.
+inline void save(const io::NamedTensors& tensors, const std::filesystem::path& path,
+                 const io::Metadata& metadata = {}) {
+  io::save_safetensors(path, tensors, metadata);
+}
+inline io::SafetensorsFile load(const std::filesystem::path& path) {
+  return io::load_safetensors(path);
+}
+}  // namespace xgrad

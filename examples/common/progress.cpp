@@ -1,4 +1,4 @@
-// examples/train_lm/progress.cpp: see progress.h.
+// examples/common/progress.cpp: see progress.h.
 #include "progress.h"
 
 #include <spdlog/spdlog.h>
@@ -12,7 +12,9 @@
 
 #include "xgrad/error.h"
 
-namespace train_lm {
+namespace xgrad_examples {
+
+using xgrad::io::write_file_atomic;
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -365,4 +367,4 @@ fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& me
   return svg;
 }
 
-}  // namespace train_lm
+}  // namespace xgrad_examples

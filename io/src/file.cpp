@@ -1,5 +1,5 @@
-// examples/train_lm/fs_util.cpp: see fs_util.h.
-#include "fs_util.h"
+// io/src/file.cpp: see xgrad/io/file.h.
+#include "xgrad/io/file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "xgrad/error.h"
 
-namespace train_lm {
+namespace xgrad::io {
 namespace {
 
 std::atomic<std::int64_t> g_fail_after{-1};  // inject_write_failure_after
@@ -207,4 +207,4 @@ std::vector<std::uint8_t> base64_decode(std::string_view text, const char* what)
   return out;
 }
 
-}  // namespace train_lm
+}  // namespace xgrad::io

@@ -1,4 +1,5 @@
-// examples/train_lm/progress.h: what the trainer shows and records while it runs.
+// examples/common/progress.h: what a training program shows and records while it runs, for
+// any example (train_lm uses it; it is not part of the library, which never prints).
 //
 // - Progress: on a terminal, one live line redrawn with '\r'
 //     step 1200/5000 [#######.............]  24%  loss 1.7321  41.2k tok/s  ETA 3m05s
@@ -14,9 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "fs_util.h"
+#include "xgrad/io/file.h"
 
-namespace train_lm {
+namespace xgrad_examples {
+
+namespace fs = std::filesystem;
 
 std::string format_duration(double seconds);  // "3m05s", "1h02m", "12.3s"
 std::string format_rate(double per_second);    // "41.2k", "1.20M", "950"
@@ -92,4 +95,11 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
 fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& metrics_csv,
                          bool try_gnuplot = true);
 
+}  // namespace xgrad_examples
+
+namespace train_lm {
+using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, format_* for the trainer
+// The library's file helpers (atomic writes, read_file, CRC-32, base64: xgrad/io/file.h).
+namespace fs = std::filesystem;
+using namespace xgrad::io;
 }  // namespace train_lm

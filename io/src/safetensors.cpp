@@ -1,6 +1,6 @@
-// examples/train_lm/safetensors.cpp: see safetensors.h. The reader trusts nothing in the
+// io/src/safetensors.cpp: see xgrad/io/safetensors.h. The reader trusts nothing in the
 // file: every length and offset is checked before it is used.
-#include "safetensors.h"
+#include "xgrad/io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,7 +12,7 @@
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
 
-namespace train_lm {
+namespace xgrad::io {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors I/O assumes a little-endian host");
@@ -283,4 +283,4 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   return out;
 }
 
-}  // namespace train_lm
+}  // namespace xgrad::io
