@@ -14,7 +14,9 @@
 # Environment: XGRAD_JOBS (default: nproc), XGRAD_BUILD_DIR (build), XGRAD_ASAN_BUILD_DIR
 # (build-asan), XGRAD_ASAN_BUILD_TYPE (Debug) and XGRAD_ASAN_OPT_FLAGS (-Og -g1) for the
 # sanitizer build, XGRAD_TEST_TIMEOUT (seconds per test case, 600), XGRAD_SKIP_DEPS=1 (do not
-# check packages), XGRAD_KEEP_TMP=1 (keep the consumer's install prefix and build dir).
+# check packages), XGRAD_KEEP_TMP=1 (keep the consumer's install prefix and build dir),
+# XGRAD_WERROR=ON|OFF (warnings are errors; default ON when CI=true, as CI and the fresh-machine
+# check run it, else OFF).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +31,7 @@ asan_dir=${XGRAD_ASAN_BUILD_DIR:-build-asan}
 asan_build_type=${XGRAD_ASAN_BUILD_TYPE:-Debug}
 asan_opt_flags=${XGRAD_ASAN_OPT_FLAGS:--Og -g1}
 test_timeout=${XGRAD_TEST_TIMEOUT:-600}
+if [[ "${CI:-}" == true ]]; then werror=${XGRAD_WERROR:-ON}; else werror=${XGRAD_WERROR:-OFF}; fi
 
 run_normal=0 run_consumer=0 run_sanitize=0
 for arg in "$@"; do
@@ -99,7 +102,7 @@ trap cleanup EXIT
 
 # ---- stages
 configure_main() {
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DXGRAD_WERROR="$werror"
 }
 build_main() { cmake --build "$build_dir" --parallel "$jobs"; }
 configure_and_build_library() {
@@ -126,7 +129,7 @@ configure_asan() {
   type_upper=$(tr '[:lower:]' '[:upper:]' <<<"$asan_build_type")
   cmake -S "$root" -B "$asan_dir" -DCMAKE_BUILD_TYPE="$asan_build_type" \
     "-DCMAKE_CXX_FLAGS_${type_upper}=$asan_opt_flags" -DXGRAD_SANITIZE=ON \
-    -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF
+    -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF -DXGRAD_WERROR="$werror"
 }
 build_asan() { cmake --build "$asan_dir" --parallel "$jobs"; }
 

@@ -105,7 +105,10 @@ Storage::Storage(std::size_t n) : nbytes(n) {
   while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
   }
 }
+Storage::Storage(void* d, std::size_t n, std::shared_ptr<void> keep_alive)
+    : data(d), nbytes(n), external(true), owner(std::move(keep_alive)) {}
 Storage::~Storage() {
+  if (external) return;  // not ours: `owner` lets go of it by itself
   live_bytes.fetch_sub(static_cast<int64_t>(nbytes));
   block_cache().give(data, block_capacity(nbytes));
 }
@@ -177,6 +180,35 @@ Tensor empty(const Shape& shape, DType dtype) {
   }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype,
+                 std::shared_ptr<void> owner) {
+  if (shape.size() != strides.size())
+    fail("from_blob", "shape ", shape, " and strides ", strides, " differ in rank");
+  for (int64_t s : shape)
+    if (s < 0) fail("from_blob", "negative size in shape ", shape);
+  for (int64_t s : strides)
+    if (s < 0)
+      fail("from_blob", "negative stride in strides ", strides, " (shape ", shape,
+           "): xgrad tensors, like torch's, have non-negative strides; copy the data instead");
+  // the elements addressed are [0, span): the storage is exactly that span
+  int64_t span = numel_of(shape) == 0 ? 0 : 1;  // numel_of throws when the count overflows
+  for (std::size_t d = 0; d < shape.size() && span > 0; ++d) {
+    const int64_t reach = checked_mul(shape[d] - 1, strides[d], shape);
+    if (__builtin_add_overflow(span, reach, &span))
+      fail("from_blob", "shape ", shape, " with strides ", strides, " overflows int64");
+  }
+  const int64_t size = static_cast<int64_t>(itemsize(dtype));
+  if (span > std::numeric_limits<int64_t>::max() / size)
+    fail("from_blob", "shape ", shape, " with strides ", strides, " spans more than 2^63 bytes");
+  if (data == nullptr && span > 0) fail("from_blob", "null data for a tensor of shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, static_cast<std::size_t>(span * size), std::move(owner));
+  impl->shape = shape;
+  impl->strides = strides;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }

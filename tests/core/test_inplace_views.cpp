@@ -280,7 +280,7 @@ TEST(InplaceViews, ALeafOrAViewOfOneIsRefusedBeforeWriting) {
   m = error_of([&] { p[0].masked_fill_(tensor({true, true, true, true}), 0.0); });
   EXPECT_MESSAGE_HAS(m, "masked_fill_");
   EXPECT_MESSAGE_HAS(m, "a view (shape [4]) of a leaf tensor that requires grad (shape [3, 4])");
-  for (const std::string& op : {"add_", "copy_", "fill_", "zero_", "clamp_", "uniform_"}) {
+  for (std::string op : {"add_", "copy_", "fill_", "zero_", "clamp_", "uniform_"}) {
     m = error_of([&] {
       Tensor v = p.t().slice(0, 1, 3);
       if (op == "add_") v.add_(ones({2, 3}, kFloat64));
@@ -307,7 +307,7 @@ TEST(InplaceViews, AnExpandedViewIsRefused) {
   Tensor p = leaf34();
   Tensor x = p.clone();
   Tensor e = x.slice(0, 0, 1).expand({3, 4});
-  for (const std::string& op : {"mul_", "add_", "copy_", "clamp_", "masked_fill_", "uniform_",
+  for (std::string op : {"mul_", "add_", "copy_", "clamp_", "masked_fill_", "uniform_",
                                 "normal_", "bernoulli_", "fill_", "zero_"}) {
     std::string m = error_of([&] {
       if (op == "mul_") e.mul_(2.0);

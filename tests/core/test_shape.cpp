@@ -54,7 +54,6 @@ TEST_P(ShapeVsTorch, ValuesAndGradients) {
 }
 
 using V = const std::vector<Tensor>&;
-Tensor mask23() { return tensor({{true, false, true}, {false, false, true}}); }
 
 INSTANTIATE_TEST_SUITE_P(
     Shape, ShapeVsTorch,

@@ -29,6 +29,9 @@ struct ValuesIndices;  // (values, indices) of max/min along a dim and topk; bel
 // in-place op on any view of it; tensors saved for backward remember the version they saw.
 struct Storage {
   explicit Storage(std::size_t nbytes);
+  // Memory xgrad did not allocate (from_blob): never freed or cached here; `owner` (may be
+  // null: borrowed memory) is released when the storage is.
+  Storage(void* data, std::size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -36,6 +39,8 @@ struct Storage {
   void* data = nullptr;
   std::size_t nbytes = 0;
   uint64_t version = 0;
+  bool external = false;        // from_blob's memory
+  std::shared_ptr<void> owner;  // what keeps external memory alive, if anything
 };
 
 struct TensorImpl {
@@ -255,6 +260,13 @@ int64_t cached_bytes();
 // ---- low-level construction (ops and extensions)
 // A new contiguous tensor with uninitialised data.
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
+// Memory xgrad did not allocate, seen as a tensor without a copy (torch::from_blob): `data`
+// points at element [0, ..., 0]; strides are in elements and must not be negative. `owner` is
+// kept alive as long as any tensor uses the memory (pass what owns it, e.g. a shared_ptr to
+// the container); with no owner the memory is borrowed and must outlive every tensor made
+// from it. The result is a leaf that does not require grad. <xgrad/xtensor.h> builds on it.
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype,
+                 std::shared_ptr<void> owner = nullptr);
 // A view of `base`'s storage with the given geometry (no autograd record; checks bounds).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 // Row-major strides for a shape.
