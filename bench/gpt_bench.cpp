@@ -273,7 +273,7 @@ Tensor profiled_forward(xgrad::nn::GPTModel& m, const Tensor& ids, Profile& p) {
   using namespace xgrad::nn;
   const int64_t T = ids.size(1);
   Tensor tok = timed(p, "embedding", [&] { return m.tok_emb->forward(ids); });
-  Tensor pos = timed(p, "embedding", [&] { return m.pos_emb->forward(arange(double(T))); });
+  Tensor pos = timed(p, "embedding", [&] { return m.pos_emb->forward(arange(T)); });
   Tensor x = timed(p, "add (residual)", [&] { return tok + pos; });
   x = timed(p, "dropout", [&] { return m.drop_emb->forward(x); });
   for (std::size_t i = 0; i < m.trf_blocks->size(); ++i) {
