@@ -15,7 +15,7 @@
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
 //     gradient's dY^T), the latter packed per tile into (kc, kMR) when its rows are far apart.
 //     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
-// Threads split row tiles, or slivers when C has few rows; they never split k.
+// Threads split the blocks of C (row tile x sliver), never k.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
@@ -304,40 +304,42 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
           pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR),
                         bpanel + s * kc * NR);
       };
-      // row tiles [t0, t1) against slivers [s0, s1); A tiles in place when whole, else
-      // packed (zero-padded) once per tile into this thread's scratch
-      auto compute = [&](int64_t t0, int64_t t1, int64_t s0, int64_t s1) {
-        for (int64_t t = t0; t < t1; ++t) {
+      // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
+      // a tile's A stays in L1 across its slivers; an A^T tile with rows far apart is packed
+      // once per tile into this thread's scratch
+      auto compute = [&](int64_t u0, int64_t u1) {
+        const bool packed = ta && lda >= kPackALd;
+        const T* at0 = nullptr;
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t t = u / nt, s = u % nt;
           const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
-          const bool packed = ta && lda >= kPackALd;
-          const T* at0 = at(a, ta, lda, i0, k0);
-          if (packed) {
-            T* ap = scratch<T, 1>(kc * MR);
-            pack_a(a, ta, lda, i0, mr, k0, kc, ap);
-            at0 = ap;
+          if (u == u0 || s == 0) {  // a new row tile
+            at0 = at(a, ta, lda, i0, k0);
+            if (packed) {
+              T* ap = scratch<T, 1>(kc * MR);
+              pack_a(a, ta, lda, i0, mr, k0, kc, ap);
+              at0 = ap;
+            }
           }
-          for (int64_t s = s0; s < s1; ++s) {
-            const int64_t jj = j0 + s * NR;
-            const T* bs;
-            int64_t lds;
-            sliver(s, bs, lds);
-            tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
-                 bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
-                 std::min(NR, n - jj));
-          }
+          const int64_t jj = j0 + s * NR;
+          const T* bs;
+          int64_t lds;
+          sliver(s, bs, lds);
+          tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
+                      bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
+                      std::min(NR, n - jj));
         }
       };
       const int64_t s_pack0 = pack_all ? 0 : nt - 1;
       if (!threaded) {
         if (bpanel) pack_slivers(s_pack0, nt);
-        compute(0, mt, 0, nt);
+        compute(0, mt * nt);
         continue;
       }
+      // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
+      // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
       if (bpanel) parallel_for(s_pack0, nt, 1, pack_slivers);
-      if (mt >= nt)
-        parallel_for(0, mt, 1, [&](int64_t t0, int64_t t1) { compute(t0, t1, 0, nt); });
-      else
-        parallel_for(0, nt, 1, [&](int64_t s0, int64_t s1) { compute(0, mt, s0, s1); });
+      parallel_for(0, mt * nt, 1, compute);
     }
   }
 }
