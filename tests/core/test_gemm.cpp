@@ -1,7 +1,8 @@
 // tests/core/test_gemm.cpp: xgrad's own GEMM kernel (core/src/ops/gemm_kernel.h) through
 // matmul, against a plain triple loop in double precision (its composed twin), on the shapes
 // where a blocked kernel goes wrong: sizes that are not multiples of the register tile
-// (edge rows and columns; at most one vector of columns takes the narrow tile), k across the k-panel boundary (256), n across the column-panel
+// (edge rows and columns; at most one vector of columns takes the narrow tile; a last row
+// tile of any height), k across the k-panel boundary (256), n across the column-panel
 // boundary, operands stored transposed, tiny and empty sizes; and the same bits at 1, 2
 // and 3 threads for each, since the kernel promises that by construction.
 //
@@ -36,6 +37,10 @@ const GemmShape kShapes[] = {
     {100, 769, 300, true, true},  {5, 1000, 600, false, false}, {300, 20, 700, true, false},
     {2048, 64, 256, false, true}, {256, 64, 2048, true, false}, {97, 1537, 64, false, false},
     {70, 16, 300, false, false},  {2048, 16, 64, true, false},  {43, 17, 9, false, true},
+    // A stored transposed with rows far apart (packed per tile), last row tiles of 8 and 13
+    {400, 48, 300, true, false},  {391, 45, 270, true, false},
+    // attention's row blocks: 32 rows (two whole tiles and one of 4), K^T transposed by blocks
+    {32, 64, 16, false, true},    {32, 16, 64, true, false},    {32, 96, 48, false, true},
 };
 
 Tensor operand(int64_t rows, int64_t cols, bool transposed, Generator& g, DType dt) {

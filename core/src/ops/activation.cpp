@@ -12,7 +12,6 @@
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
 #include <cmath>
-#include <numbers>
 #include <vector>
 
 #include "kernels.h"
@@ -23,10 +22,6 @@
 namespace xgrad {
 
 namespace {
-
-constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2/pi)
-constexpr double kSqrtHalf = 1.0 / std::numbers::sqrt2;
-constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;  // 1/sqrt(2 pi)
 
 int64_t wrap_dim(const char* op, int64_t d, const Tensor& a) {
   const int64_t r = std::max<int64_t>(a.dim(), 1);
@@ -267,8 +262,8 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 // ---------------------------------------------------------------- gelu
-// reference: torch aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and
-// GeluBackwardKernelImpl (the same constants and formulas). When a gradient will be needed,
+// The formulas (torch's, with their derivatives) are vec::gelu_tanh and vec::gelu_erf in
+// vec_math.h. When a gradient will be needed,
 // the forward pass also writes the derivative dy/dx of every element, from the same tanh (or
 // erf) it already computed, and saves that instead of x: the backward is then one multiply,
 // dx = dy * (dy/dx), instead of evaluating the transcendental a second time. Same memory as
@@ -287,29 +282,14 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     T* py = out.data_ptr<T>();
     T* pg = need_grad ? dydx.data_ptr<T>() : nullptr;
     const int64_t n = out.numel();
+    // y = gelu(x) and, when a gradient will be needed, g = dy/dx (vec_math.h)
     kernels::parallel_elems(n, kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
       if (tanh_approx) {
-        // GPT-2's: y = 0.5 * x * (1 + tanh(u)), u = beta * (x + kappa * x^3), so
-        // dy/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2)
-        const T beta = T(kSqrt2OverPi), kappa = T(0.044715);
-        auto both = [=](auto v) {
-          const auto t = vec::vtanh(beta * (v + kappa * v * v * v));
-          const auto left = T(0.5) * v, right = T(1) + t;
-          const auto left_derivative = T(0.5) * right;
-          const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * v * v));
-          return std::make_pair(left * right, left_derivative + right_derivative);
-        };
+        auto both = [](auto v) { return vec::gelu_tanh<T>(v); };
         if (pg) vec::map_pair(px + lo, py + lo, pg + lo, hi - lo, both);
         else vec::map(px + lo, py + lo, hi - lo, [&](auto v) { return both(v).first; });
       } else {
-        // y = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), so dy/dx = Phi(x) + x * phi(x)
-        const T kbeta = T(kInvSqrt2Pi);  // 1 / sqrt(2 pi)
-        auto both = [=](auto v) {
-          const auto one_plus_erf = T(1) + vec::verf(v * T(kSqrtHalf));
-          const auto cdf = T(0.5) * one_plus_erf;
-          const auto pdf = kbeta * vec::vexp(v * v * T(-0.5));
-          return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);
-        };
+        auto both = [](auto v) { return vec::gelu_erf<T>(v); };
         if (pg) vec::map_pair(px + lo, py + lo, pg + lo, hi - lo, both);
         else vec::map(px + lo, py + lo, hi - lo, [&](auto v) { return both(v).first; });
       }

@@ -9,18 +9,20 @@
 // panels of kNC (the B panel stays in L2 while an A tile sits in L1). Operands are read in
 // place where their layout already suits the kernel, and packed where it does not:
 //   B: packed per panel into kNR-wide slivers shared by all threads when stored (n, k)
-//     (trans_b, the linear layer's weight) or when C has many rows to repay the copy; else
-//     (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
+//     (trans_b, the linear layer's weight and attention's K: 16 x 16 blocks transposed in
+//     registers), when C has many rows to repay the copy, or when B's rows are far apart;
+//     else (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
-//     gradient's dY^T); a tile of fewer than kMR rows is packed zero-padded into (kc, kMR).
-// Threads split row tiles, or slivers when C has few rows; they never split k.
+//     gradient's dY^T), the latter packed per tile into (kc, kMR) when its rows are far apart.
+//     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
+// Threads split the blocks of C (row tile x sliver), never k.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
 //   c = c + alpha * (sum over the next kKC k, ...)                 ... for each k panel
-// computed by the same instructions in every tile, whether its operands were packed or not.
-// Edge tiles (fewer than kMR rows or kNR columns) are packed zero-padded and run the same
-// micro-kernel; their C block goes through a kMR x kNR scratch tile with the same epilogue.
+// computed by the same instructions in every tile, whether its operands were packed or not,
+// whatever the tile's row count. A tile of fewer than kNR columns reads a zero-padded B
+// sliver; its C block goes through a scratch tile with the same epilogue.
 // The panel sizes are constants, so neither the thread count nor a tile's position changes
 // any element's order of operations.
 //
@@ -35,6 +37,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include "xgrad/parallel.h"
 
@@ -55,9 +58,15 @@ struct Tile {
   static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // column panel
 };
 
-// A row-major B is packed too from this many rows of C: below, the copy costs more than it
-// saves (the weight gradient's few rows against a long k).
+// Packing thresholds (measured on the GPT's layer shapes, one thread). A row-major B is packed
+// from kPackBRows rows of C, or when its rows lie kPackBLd or more elements apart (a sliver's
+// rows would be that far apart in memory, a TLB page or more per few rows); below, the copy
+// costs more than it saves (the weight gradient's few rows against a long k). An A stored
+// transposed (the weight gradient's dY^T) is packed per tile when its rows are kPackALd or
+// more elements apart; nearer, the tiles share its cache lines and read it in place faster.
 inline constexpr int64_t kPackBRows = 512;
+inline constexpr int64_t kPackBLd = 384;
+inline constexpr int64_t kPackALd = 384;
 
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
@@ -82,29 +91,94 @@ inline const T* at(const T* x, bool trans, int64_t ld, int64_t i, int64_t j) {
   return trans ? x + j * ld + i : x + i * ld + j;
 }
 
+#if XSIMD_WITH_AVX512F
+// out[l * ldo + i] = in[i * ldi + l] for i, l < 16: a 16 x 16 float block transposed in
+// registers (interleave pairs, then quads, then 128-bit lanes twice). GCC 12's intrinsics
+// start from _mm512_undefined_ps, which -Wuninitialized reports once inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose_16x16(const float* in, int64_t ldi, float* out, int64_t ldo) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ldi);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  auto lo = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  auto hi = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = lo(t[i], t[i + 2]);
+    r[i + 1] = hi(t[i], t[i + 2]);
+    r[i + 2] = lo(t[i + 1], t[i + 3]);
+    r[i + 3] = hi(t[i + 1], t[i + 3]);
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < 16; h += 8)
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l) _mm512_storeu_ps(out + l * ldo, r[l]);
+}
+#pragma GCC diagnostic pop
+#endif
+
 // Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a (kc, NR) sliver, zero-padded beyond nr.
 template <class T, int64_t NR>
 void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
             T* out) {
   if (nr < NR) std::fill(out, out + kc * NR, T(0));
   if (!tb) {  // rows of B are contiguous
-    for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
+    if (nr == NR)  // a copy of constant size: a few vector moves
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * NR);
+    else
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
   } else {  // B stored (n, k): column j of op(B) is row j of the storage
+    int64_t kv = 0;  // k below kv done by whole 16 x 16 blocks (float, AVX-512)
+#if XSIMD_WITH_AVX512F
+    if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
+      kv = nr == NR ? kc / 16 * 16 : 0;
+      for (int64_t jb = 0; jb < NR && kv > 0; jb += 16)
+        for (int64_t kb = 0; kb < kv; kb += 16)
+          transpose_16x16(at(b, true, ldb, k0 + kb, j0 + jb), ldb, out + kb * NR + jb, NR);
+    }
+#endif
     for (int64_t j = 0; j < nr; ++j) {
       const T* src = at(b, true, ldb, k0, j0 + j);
-      for (int64_t k = 0; k < kc; ++k) out[k * NR + j] = src[k];
+      for (int64_t k = kv; k < kc; ++k) out[k * NR + j] = src[k];
     }
   }
 }
 
-// Packs op(A)[i0 .. i0+mr, k0 .. k0+kc) into (kc, kMR), zero-padded beyond mr.
+// Packs op(A)[i0 .. i0+mr, k0 .. k0+kc) into (kc, kMR): A stored (k, m) (ta) gives a
+// contiguous run of mr values per k, one copy each; the kernel reads only rows r < mr.
 template <class T>
 void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc,
             T* out) {
   constexpr int64_t MR = Tile<T>::kMR;
+  if (ta) {
+    if (mr == MR)  // a copy of constant size: a few vector moves
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * MR, a + (k0 + k) * lda + i0, sizeof(T) * MR);
+    else
+      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * MR, a + (k0 + k) * lda + i0, sizeof(T) * mr);
+    return;
+  }
   for (int64_t k = 0; k < kc; ++k)
-    for (int64_t r = 0; r < MR; ++r)
-      out[k * MR + r] = r < mr ? *at(a, ta, lda, i0 + r, k0 + k) : T(0);
+    for (int64_t r = 0; r < mr; ++r) out[k * MR + r] = a[(i0 + r) * lda + k0 + k];
 }
 
 // op(A)'s element (r, k) of a tile whose top-left is at a: A stored (m, k), or (k, m) when ta.
@@ -113,16 +187,18 @@ inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
   return TA ? a[k * lda + r] : a[r * lda + k];
 }
 
-// The register tile: acc = A tile (kMR x kc; A(r, k) = a_at) @ B sliver (kc x kNR, row k at
-// b + k * ldb), then the epilogue on a kMR x kNR block of C (row stride ldc):
+// The register tile of MR rows (kMR for whole tiles, fewer for the last row tile):
+// acc = A tile (MR x kc; A(r, k) = a_at) @ B sliver (kc x kNR, row k at b + k * ldb), then
+// the epilogue on an MR x kNR block of C (row stride ldc):
 //   first k panel: c = beta * c + alpha * acc (just alpha * acc with a bias)
 //   later panels:  c = c + alpha * acc
 //   last panel, with a bias: then c = c + bias[j], as matmul(...) + bias would
-template <class T, int64_t NV, bool TA>
+// An element's chain of operations does not depend on MR (nor on NV): one FMA per k, in order.
+template <class T, int64_t NV, bool TA, int64_t MR>
 inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
                          T beta, const T* bias, bool first, bool last, T* c, int64_t ldc) {
   using V = typename Tile<T, NV>::V;
-  constexpr int64_t MR = Tile<T, NV>::kMR, W = Tile<T, NV>::kW;
+  constexpr int64_t W = Tile<T, NV>::kW;
   V acc[MR][NV];
 #pragma GCC unroll 16
   for (int64_t r = 0; r < MR; ++r)
@@ -159,20 +235,31 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
     }
 }
 
+// micro_kernel with exactly mr rows (1 <= mr <= R): the last row tile computes no padding.
+template <class T, int64_t NV, bool TA, int64_t R = Tile<T, NV>::kMR, class... Args>
+inline void micro_kernel_rows(int64_t mr, Args... args) {
+  if constexpr (R > 1) {
+    if (mr < R) return micro_kernel_rows<T, NV, TA, R - 1>(mr, args...);
+  }
+  micro_kernel<T, NV, TA, R>(args...);
+}
+
 // One C block of mr x nr (at most kMR x kNR): A tile a, A(r, k) at a[k * lda + r] when ta
 // (stored transposed, or packed with lda = kMR), else a[r * lda + k]; B sliver b with row
-// stride ldb. A block with fewer than kNR columns goes
-// through a scratch tile holding C's valid part, with the same epilogue.
+// stride ldb. A block with fewer than kNR columns goes through a scratch tile holding C's
+// valid part, with the same epilogue.
 template <class T, int64_t NV>
 inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha,
                  T beta, const T* bias, bool first, bool last, T* c, int64_t ldc, int64_t mr,
                  int64_t nr) {
   constexpr int64_t MR = Tile<T, NV>::kMR, NR = Tile<T, NV>::kNR;
   auto run = [&](T* cc, int64_t ldcc) {
-    if (ta) micro_kernel<T, NV, true>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
-    else micro_kernel<T, NV, false>(kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+    if (ta)
+      micro_kernel_rows<T, NV, true>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+    else
+      micro_kernel_rows<T, NV, false>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
   };
-  if (mr == MR && nr == NR) {
+  if (nr == NR) {
     run(c, ldc);
     return;
   }
@@ -205,7 +292,7 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
       // B slivers: packed into the shared panel when B is stored transposed, or when enough
       // row tiles reuse the panel to repay the copy; else read in place (row stride ldb),
       // but for a partial last sliver, which is always packed (zero-padded)
-      const bool pack_all = tb || m >= kPackBRows, pack_edge = !pack_all && nc % NR != 0;
+      const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
       T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
       auto sliver = [&](int64_t s, const T*& bs, int64_t& lds) {
         const bool packed = pack_all || (pack_edge && s == nt - 1);
@@ -217,40 +304,42 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
           pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR),
                         bpanel + s * kc * NR);
       };
-      // row tiles [t0, t1) against slivers [s0, s1); A tiles in place when whole, else
-      // packed (zero-padded) once per tile into this thread's scratch
-      auto compute = [&](int64_t t0, int64_t t1, int64_t s0, int64_t s1) {
-        for (int64_t t = t0; t < t1; ++t) {
+      // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
+      // a tile's A stays in L1 across its slivers; an A^T tile with rows far apart is packed
+      // once per tile into this thread's scratch
+      auto compute = [&](int64_t u0, int64_t u1) {
+        const bool packed = ta && lda >= kPackALd;
+        const T* at0 = nullptr;
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t t = u / nt, s = u % nt;
           const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
-          const bool packed = mr < MR;
-          const T* at0 = at(a, ta, lda, i0, k0);
-          if (packed) {
-            T* ap = scratch<T, 1>(kc * MR);
-            pack_a(a, ta, lda, i0, mr, k0, kc, ap);
-            at0 = ap;
+          if (u == u0 || s == 0) {  // a new row tile
+            at0 = at(a, ta, lda, i0, k0);
+            if (packed) {
+              T* ap = scratch<T, 1>(kc * MR);
+              pack_a(a, ta, lda, i0, mr, k0, kc, ap);
+              at0 = ap;
+            }
           }
-          for (int64_t s = s0; s < s1; ++s) {
-            const int64_t jj = j0 + s * NR;
-            const T* bs;
-            int64_t lds;
-            sliver(s, bs, lds);
-            tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
-                 bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
-                 std::min(NR, n - jj));
-          }
+          const int64_t jj = j0 + s * NR;
+          const T* bs;
+          int64_t lds;
+          sliver(s, bs, lds);
+          tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
+                      bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
+                      std::min(NR, n - jj));
         }
       };
       const int64_t s_pack0 = pack_all ? 0 : nt - 1;
       if (!threaded) {
         if (bpanel) pack_slivers(s_pack0, nt);
-        compute(0, mt, 0, nt);
+        compute(0, mt * nt);
         continue;
       }
+      // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
+      // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
       if (bpanel) parallel_for(s_pack0, nt, 1, pack_slivers);
-      if (mt >= nt)
-        parallel_for(0, mt, 1, [&](int64_t t0, int64_t t1) { compute(t0, t1, 0, nt); });
-      else
-        parallel_for(0, nt, 1, [&](int64_t s0, int64_t s1) { compute(0, mt, s0, s1); });
+      parallel_for(0, mt * nt, 1, compute);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <tuple>
 #include <utility>
 
@@ -131,6 +132,31 @@ inline T sum(const T* a, int64_t n) {
   s = xsimd::hadd(acc);
   for (; i < n; ++i) s += a[i];
   return s;
+}
+
+// GELU and its derivative, (y, dy/dx), of a batch or a scalar v of type T (reference: torch
+// aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and GeluBackwardKernelImpl: the same
+// constants and formulas). The tanh form (GPT-2's), u = beta * (x + kappa * x^3):
+//   y = 0.5 x (1 + tanh(u)),  dy/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2)
+template <class T, class V>
+inline auto gelu_tanh(V v) {
+  const T beta = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = T(0.044715);  // sqrt(2/pi)
+  const auto t = vtanh(beta * (v + kappa * v * v * v));
+  const auto left = T(0.5) * v, right = T(1) + t;
+  const auto left_derivative = T(0.5) * right;
+  const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * v * v));
+  return std::make_pair(left * right, left_derivative + right_derivative);
+}
+
+// The exact form: y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), dy/dx = Phi(x) + x phi(x).
+template <class T, class V>
+inline auto gelu_erf(V v) {
+  const T sqrt_half = T(1.0 / std::numbers::sqrt2);
+  const T inv_sqrt_2pi = T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);  // 1 / sqrt(2 pi)
+  const auto one_plus_erf = T(1) + verf(v * sqrt_half);
+  const auto cdf = T(0.5) * one_plus_erf;
+  const auto pdf = inv_sqrt_2pi * vexp(v * v * T(-0.5));
+  return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);
 }
 
 // out[i] = x[i] * (keep[i] * scale): inverted dropout's x * noise with noise = mask / (1 - p),
