@@ -82,15 +82,16 @@ std::vector<int64_t> encode_pieces(std::string_view text, const int32_t* byte_id
   return ids;
 }
 
+// The bytes of the tokens; an id outside [0, id_bytes.size()) throws. (A gap in a GPT-2
+// vocabulary has no bytes: it decodes to nothing, as an unknown id does in Encoder.js.)
 std::string join_bytes(const std::vector<int64_t>& ids, const std::vector<std::string>& id_bytes,
-                       const std::vector<bool>* used, const char* op) {
+                       const char* op) {
   std::string out;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
-    if (id < 0 || id >= static_cast<int64_t>(id_bytes.size()) ||
-        (used && !(*used)[static_cast<std::size_t>(id)]))
-      xgrad::fail(op, "token id ", id, " at position ", i, " is not in the vocabulary (ids [0, ",
-                  id_bytes.size(), ")", used ? " with gaps" : "", ")");
+    if (id < 0 || id >= static_cast<int64_t>(id_bytes.size()))
+      xgrad::fail(op, "token id ", id, " at position ", i, " is outside the vocabulary [0, ",
+                  id_bytes.size(), ")");
     out += id_bytes[static_cast<std::size_t>(id)];
   }
   return out;
@@ -187,9 +188,9 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
   }
   if (max_id < 0) xgrad::fail("GPT2Tokenizer", "encoder.json is empty");
   t.id_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
-  t.id_used_.assign(static_cast<std::size_t>(max_id + 1), false);
+  std::vector<bool> id_used(static_cast<std::size_t>(max_id + 1), false);
   for (const auto& [token, id] : t.encoder_) {
-    auto used = t.id_used_[static_cast<std::size_t>(id)];
+    auto used = id_used[static_cast<std::size_t>(id)];
     if (used) xgrad::fail("GPT2Tokenizer", "encoder.json: id ", id, " is given to two tokens");
     used = true;
     std::string bytes;
@@ -283,7 +284,7 @@ std::vector<int64_t> GPT2Tokenizer::encode(std::string_view text) const {
 }
 
 std::string GPT2Tokenizer::decode_bytes(const std::vector<int64_t>& ids) const {
-  return join_bytes(ids, id_bytes_, &id_used_, "GPT2Tokenizer.decode");
+  return join_bytes(ids, id_bytes_, "GPT2Tokenizer.decode");
 }
 
 std::string GPT2Tokenizer::decode(const std::vector<int64_t>& ids) const {
@@ -473,7 +474,7 @@ std::vector<int64_t> BPETokenizer::encode(std::string_view text) const {
 }
 
 std::string BPETokenizer::decode_bytes(const std::vector<int64_t>& ids) const {
-  return join_bytes(ids, id_bytes_, nullptr, "BPETokenizer.decode");
+  return join_bytes(ids, id_bytes_, "BPETokenizer.decode");
 }
 
 std::string BPETokenizer::decode(const std::vector<int64_t>& ids) const {

