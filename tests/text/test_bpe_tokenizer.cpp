@@ -2,17 +2,24 @@
 // hand, determinism, round trips, save/load and its errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
+#include <map>
 
 #include "error_message.h"
 #include "text_fixtures.h"
+#include "xgrad/text/pretokenize.h"
 #include "xgrad/text/tokenizer.h"
 
 using xgrad::testing::expect_error;
 using xgrad::text::BPETokenizer;
 using Merges = std::vector<std::pair<int32_t, int32_t>>;
+
+namespace {
+
+}  // namespace
 
 TEST(BPETokenizer, TinyExampleByHand) {
   // pieces: "aaab" x1, " aaab" x2, " ab" x1 (gpt2_split of the text below)
@@ -64,6 +71,51 @@ TEST(BPETokenizer, DeterministicAndRoundTrips) {
   ASSERT_EQ(whale.size(), 4u);
   EXPECT_EQ(a.decode({whale[0], whale[1]}), "\xEF\xBF\xBD");
   EXPECT_EQ(a.decode_bytes({whale[0], whale[1]}), "\xF0\x9F");
+}
+
+namespace {
+// The incremental pair counts of train() against the plain algorithm: recount every pair of
+// every piece before each merge.
+Merges naive_bpe(const std::string& corpus, int64_t num_merges) {
+  std::map<std::string, int64_t> freq;
+  for (std::string_view p : xgrad::text::gpt2_split(corpus)) ++freq[std::string(p)];
+  std::vector<std::pair<std::vector<int32_t>, int64_t>> words;
+  for (const auto& [p, n] : freq) {
+    std::vector<int32_t> w;
+    for (unsigned char c : p) w.push_back(c);
+    words.emplace_back(w, n);
+  }
+  Merges merges;
+  while (static_cast<int64_t>(merges.size()) < num_merges) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> count;
+    for (const auto& [w, n] : words)
+      for (std::size_t i = 0; i + 1 < w.size(); ++i) count[{w[i], w[i + 1]}] += n;
+    std::pair<int32_t, int32_t> best{};
+    int64_t best_n = 0;
+    for (const auto& [pair, n] : count)  // in pair order: the first of the largest count wins
+      if (n > best_n) best = pair, best_n = n;
+    if (best_n < 2) break;
+    const auto id = static_cast<int32_t>(256 + merges.size());
+    merges.push_back(best);
+    for (auto& [w, n] : words) {
+      std::vector<int32_t> out;
+      for (std::size_t i = 0; i < w.size();) {
+        if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) out.push_back(id), i += 2;
+        else out.push_back(w[i++]);
+      }
+      w = out;
+    }
+  }
+  return merges;
+}
+}  // namespace
+
+TEST(BPETokenizer, TrainMatchesThePlainAlgorithm) {
+  std::string corpus;
+  for (const auto& c : text_test::gpt2_fixture()["cases"]) corpus += c["text"].get<std::string>();
+  EXPECT_EQ(BPETokenizer::train(corpus, 400).merges(), naive_bpe(corpus, 400));
+  const std::string runs = "aaaaaaa bbbbbb aaaa abababab baba aaaaaaa";  // overlapping pairs
+  EXPECT_EQ(BPETokenizer::train(runs, 50).merges(), naive_bpe(runs, 50));
 }
 
 TEST(BPETokenizer, SaveAndLoad) {
