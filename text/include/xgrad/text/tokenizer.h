@@ -10,6 +10,7 @@
 // All three take strict UTF-8: invalid input throws xgrad::Error with the byte offset, rather
 // than being replaced, so that encode never silently changes the text (GPT-2's reference runs
 // on JavaScript strings, which have no invalid bytes: there is no reference answer for them).
+// A tokenizer does not change after it is built: encode and decode may run on several threads.
 //
 //   auto gpt2 = xgrad::text::GPT2Tokenizer::from_files("data/gpt2/vocab.bpe",
 //                                                      "data/gpt2/encoder.json");
@@ -38,7 +39,7 @@ class Tokenizer {
   // Throws xgrad::Error for invalid UTF-8 (with the byte offset) and, for CharTokenizer, for a
   // character outside the vocabulary.
   virtual std::vector<int64_t> encode(std::string_view text) const = 0;
-  // Throws xgrad::Error for an id that is not in the vocabulary (naming it and its position).
+  // Throws xgrad::Error for an id outside [0, vocab_size) (naming it and its position).
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   // JSON text describing the whole tokenizer (vocabulary, merges); see tokenizer_from_json.
   virtual std::string to_json() const = 0;
