@@ -7,6 +7,8 @@
 #   scripts/deps.sh --fuzz    also clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer
 #                             runtimes for clang) for scripts/fuzz.sh
 #   scripts/deps.sh --format  also clang-format-14 (scripts/format.sh, and its --check in CI)
+#   scripts/deps.sh --node    also nodejs (regenerating the GPT-2 tokenizer fixtures and
+#                             scripts/check_gpt2_tokenizer.sh only), when no node is on PATH
 #   scripts/deps.sh --train   also what scripts/train.sh uses: gnuplot-nox (the loss-curve PNG)
 #                             and npm (scripts/get_corpus.sh), the latter only when no npm is on
 #                             PATH (the machine's own Node.js may bring one)
@@ -24,6 +26,7 @@ for arg in "$@"; do
     --torch) packages+=(python3-torch) ;;
     --fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;
     --format) packages+=(clang-format-14) ;;
+    --node) command -v node >/dev/null 2>&1 || packages+=(nodejs) ;;
     --train)
       packages+=(gnuplot-nox)
       command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -13,6 +13,8 @@
 namespace train_lm {
 namespace {
 
+void add_tokenizer_flags(CLI::App& t, TokenizerSpec& s);
+
 void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--preset", f.preset, "model size preset: tiny, small or medium")
       ->capture_default_str();
@@ -59,6 +61,19 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--data", f.data, "UTF-8 text corpus")->capture_default_str();
   t.add_option("--metrics", f.metrics, "CSV metrics file (default <checkpoint-dir>/metrics.csv)");
   t.add_flag("!--no-progress", f.progress, "plain log lines instead of the live progress bar");
+  add_tokenizer_flags(t, f.tokenizer);
+}
+
+void add_tokenizer_flags(CLI::App& t, TokenizerSpec& s) {
+  t.add_option("--tokenizer", s.kind, "char (one token per character of the corpus), gpt2 "
+               "(GPT-2's BPE, files from scripts/get_gpt2_vocab.sh) or bpe (a BPE learnt from "
+               "the corpus)")->capture_default_str();
+  t.add_option("--gpt2-vocab", s.gpt2_vocab_dir, "directory with GPT-2's vocab.bpe and encoder.json")
+      ->capture_default_str();
+  t.add_option("--bpe-merges", s.bpe_merges, "--tokenizer bpe: merges to learn (vocabulary "
+               "256 + merges)")->capture_default_str();
+  t.add_option("--bpe-file", s.bpe_file, "--tokenizer bpe: load the merges from this file "
+               "(BPETokenizer::save's JSON) instead of learning them");
 }
 
 void add_generate_flags(CLI::App& g, GenerateOptions& o) {
@@ -94,7 +109,7 @@ void add_range_checks(CLI::App& app) {
 
 CliParse parse_cli(const std::vector<std::string>& args) {
   CliParse out;
-  CLI::App app{"train_lm: train a character-level GPT with xgrad, and sample from it"};
+  CLI::App app{"train_lm: train a GPT with xgrad (character-level by default), and sample from it"};
   app.require_subcommand(1);
   // a flag given twice takes its last value, so `scripts/train.sh --steps 4000` overrides the
   // script's own --steps (subcommands inherit this default)
@@ -105,8 +120,14 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   GenerateOptions g;
   CLI::App* gen = app.add_subcommand("generate", "sample text from a checkpoint");
   add_generate_flags(*gen, g);
+  TokenizeOptions k;
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize", "print the token ids of a file, space-separated, on one line");
+  add_tokenizer_flags(*tokenize, k.tokenizer);
+  tokenize->add_option("--data", k.data, "UTF-8 text file")->capture_default_str();
   add_range_checks(*train);
   add_range_checks(*gen);
+  add_range_checks(*tokenize);
 
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -139,6 +160,11 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       if (!f.resume) validate(f);
       out.kind = CliParse::kTrain;
       out.train = std::move(f);
+    } else if (tokenize->parsed()) {
+      validate(k.tokenizer);
+      if (k.data.empty()) throw ConfigError("--data must not be empty");
+      out.kind = CliParse::kTokenize;
+      out.tokenize = std::move(k);
     } else {
       validate(g);
       out.kind = CliParse::kGenerate;
@@ -157,6 +183,7 @@ int run_cli(const std::vector<std::string>& args) {
   switch (p.kind) {
     case CliParse::kTrain: return run_train(std::move(p.train));
     case CliParse::kGenerate: return run_generate(p.generate);
+    case CliParse::kTokenize: return run_tokenize(p.tokenize);
     case CliParse::kExit: break;
   }
   return p.exit_code;

@@ -99,14 +99,26 @@ int run_train(TrainOptions o) {
     }
     if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
 
-    // 2. the corpus
+    // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
+    // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
     std::string text = read_corpus(o.data);
-    Corpus corpus = make_corpus(text, o.model.context_length, o.data);
+    std::shared_ptr<const Tokenizer> tokenizer;
+    if (ck) {
+      auto it = ck->train_state.metadata.find("vocab");
+      if (it != ck->train_state.metadata.end()) {
+        std::shared_ptr<const Tokenizer> saved = xgrad::text::tokenizer_from_json(it->second);
+        if (saved->kind() != "char") tokenizer = std::move(saved);
+      }
+    }
+    if (!tokenizer) tokenizer = make_tokenizer(o.tokenizer, text, o.data);
+    Corpus corpus = make_corpus(text, o.model.context_length, o.data, tokenizer);
+    spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tokenizer->kind(),
+                 tokenizer->vocab_size(), text.size(), corpus.split.train.size() + corpus.split.val.size());
     text.clear();
     text.shrink_to_fit();
 
     // 3. memory, before anything is allocated
-    o.model.vocab_size = corpus.tokenizer.vocab_size();  // as the Trainer will set it
+    o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
     const GPTConfig& full = o.model;
     const MemoryEstimate mem = estimate_training_memory(full, o.batch_size);
     const std::optional<double> available = available_memory_bytes();
@@ -184,11 +196,12 @@ int run_generate(const GenerateOptions& o) {
     } catch (const ConfigError& e) {
       xgrad::fail("checkpoint", file, ": ", e.what());
     }
-    CharTokenizer tok = CharTokenizer::from_json(meta("vocab"));
-    if (tok.vocab_size() != cfg.vocab_size)
-      xgrad::fail("checkpoint", file, ": the vocabulary has ", tok.vocab_size(),
-                  " characters but the config says vocab_size ", cfg.vocab_size);
-    std::vector<int64_t> prompt = tok.encode(o.prompt);
+    meta("vocab");  // present and JSON
+    std::unique_ptr<Tokenizer> tok = xgrad::text::tokenizer_from_json(ck.model.metadata.at("vocab"));
+    if (tok->vocab_size() != cfg.vocab_size)
+      xgrad::fail("checkpoint", file, ": the ", tok->kind(), " vocabulary has ", tok->vocab_size(),
+                  " tokens but the config says vocab_size ", cfg.vocab_size);
+    std::vector<int64_t> prompt = tok->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
@@ -203,10 +216,31 @@ int run_generate(const GenerateOptions& o) {
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids =
         generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p);
-    std::cout << tok.decode(ids) << std::endl;
+    std::cout << tok->decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {
     return error_exit(e.what(), 2);
+  } catch (const std::exception& e) {
+    return error_exit(e.what(), 1);
+  }
+}
+
+int run_tokenize(const TokenizeOptions& o) {
+  try {
+    const std::string text = read_corpus(o.data);
+    std::shared_ptr<const Tokenizer> tok = make_tokenizer(o.tokenizer, text, o.data);
+    const std::vector<int64_t> ids = tok->encode(text);
+    std::string line;
+    line.reserve(ids.size() * 6);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i) line += ' ';
+      line += std::to_string(ids[i]);
+    }
+    line += '\n';
+    std::cout.write(line.data(), static_cast<std::streamsize>(line.size()));
+    std::cout.flush();
+    if (!std::cout) return error_exit("tokenize: cannot write the ids to stdout", 1);
+    return 0;
   } catch (const std::exception& e) {
     return error_exit(e.what(), 1);
   }

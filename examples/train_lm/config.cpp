@@ -49,6 +49,7 @@ const FlagRange kRanges[] = {
     {"temperature", 0, 1e6, false},
     {"top-k", 0, kBig, true},
     {"top-p", 0, 1, false, true, false},
+    {"bpe-merges", 0, 1e6, true},
 };
 
 std::string num(double v) {
@@ -205,6 +206,14 @@ void validate(const TrainOptions& o) {
   validate_sampling(o.temperature, o.top_k, o.top_p);
   if (o.checkpoint_dir.empty()) bad("--checkpoint-dir must not be empty");
   if (o.data.empty()) bad("--data must not be empty");
+  validate(o.tokenizer);
+}
+
+void validate(const TokenizerSpec& t) {
+  if (t.kind != "char" && t.kind != "gpt2" && t.kind != "bpe")
+    bad("--tokenizer must be char, gpt2 or bpe, got '", t.kind, "'");
+  check("bpe-merges", t.bpe_merges);
+  if (t.kind == "gpt2" && t.gpt2_vocab_dir.empty()) bad("--gpt2-vocab must not be empty");
 }
 
 void validate(const GenerateOptions& o) {
@@ -276,7 +285,9 @@ nlohmann::json train_options_to_json(const TrainOptions& o) {
           {"temperature", o.temperature},
           {"top-k", o.top_k},
           {"top-p", o.top_p},
-          {"data", o.data}};
+          {"data", o.data},
+          {"tokenizer", o.tokenizer.kind},
+          {"bpe-merges", o.tokenizer.bpe_merges}};
 }
 
 void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
@@ -343,6 +354,19 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   take("top-k", o.top_k);
   take("top-p", o.top_p);
   take("data", o.data);
+  // the tokenizer itself comes from the checkpoint (run_train); a different kind is an error
+  if (saved.contains("tokenizer") && saved["tokenizer"].is_string()) {
+    const std::string kind = saved["tokenizer"].get<std::string>();
+    if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != kind)
+      bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (",
+          kind, "); drop the flag or start a new --checkpoint-dir");
+    o.tokenizer.kind = kind;
+  } else {
+    if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != "char")
+      bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (char)");
+    o.tokenizer.kind = "char";  // checkpoints from before --tokenizer
+  }
+  take("bpe-merges", o.tokenizer.bpe_merges);
 }
 
 }  // namespace train_lm

@@ -18,6 +18,16 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which tokenizer (--tokenizer), and what it needs: "char" (the vocabulary of the corpus),
+// "gpt2" (vocab.bpe and encoder.json in gpt2_vocab_dir), "bpe" (bpe_merges merges learnt from
+// the corpus, or the merges saved in bpe_file when it is given). See tokenizer.h.
+struct TokenizerSpec {
+  std::string kind = "char";
+  std::string gpt2_vocab_dir = "data/gpt2";
+  int64_t bpe_merges = 1000;
+  std::string bpe_file;
+};
+
 struct TrainOptions {
   std::string preset = "small";  // tiny | small | medium: defaults for the fields below
   GPTConfig model{};             // vocab_size is set from the corpus
@@ -46,6 +56,7 @@ struct TrainOptions {
   std::string data = "data/moby_dick.txt";
   std::string metrics;           // default: <checkpoint_dir>/metrics.csv
   bool progress = true;          // live progress bar when stdout is a terminal
+  TokenizerSpec tokenizer;       // char by default; on --resume the checkpoint's
 
   // Names of the flags given on the command line ("emb-dim", "lr", ...): on --resume the
   // others come from the checkpoint.
@@ -63,6 +74,12 @@ struct GenerateOptions {
   double top_p = 1.0;
   uint64_t seed = 1337;
   int threads = 0;
+};
+
+// `train_lm tokenize`: prints the ids of a file, space-separated, on one line.
+struct TokenizeOptions {
+  TokenizerSpec tokenizer;
+  std::string data = "data/moby_dick.txt";
 };
 
 // The documented range of every numeric flag (README's flag table, `--help`). Integer flags
@@ -90,6 +107,7 @@ void apply_preset(TrainOptions& o, const std::string& preset);
 // Every range check of the options (not the corpus or files); throws ConfigError.
 void validate(const TrainOptions& o);
 void validate(const GenerateOptions& o);
+void validate(const TokenizerSpec& t);
 // GPTConfig checks, with flag names in the messages; vocab_size is checked when `with_vocab`.
 void validate_model(const GPTConfig& c, bool with_vocab);
 

@@ -1,8 +1,11 @@
-// examples/train_lm/tokenizer.h: the character-level tokenizer and the token batches.
+// examples/train_lm/tokenizer.h: the tokenizer choice (--tokenizer char|gpt2|bpe) and the
+// token batches.
 //
-// The vocabulary is the sorted set of Unicode code points in the corpus (decoded as strict
-// UTF-8), one token per code point: "Call me Ishmael." -> 16 ids. It is saved in checkpoints
-// as a JSON list of one-character strings, so the ids mean the same after a reload.
+// The tokenizers are the library's (xgrad/text/tokenizer.h): char, one token per code point
+// of the corpus; gpt2, GPT-2's byte-level BPE from data/gpt2/ (scripts/get_gpt2_vocab.sh);
+// bpe, a byte-level BPE with --bpe-merges merges learnt from the corpus. The tokenizer's
+// to_json() is saved in every checkpoint (metadata "vocab"), so the ids mean the same after a
+// reload; for char that is the JSON list of one-character strings it has always been.
 //
 // Batches are nanoGPT's get_batch: B random windows of T + 1 consecutive tokens, x the first
 // T, y the last T, drawn with `torch.randint(len(data) - T, (B,))` from the sampler's own
@@ -10,49 +13,28 @@
 // batches as an uninterrupted one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "config.h"  // TokenizerSpec
 #include "xgrad/random.h"
 #include "xgrad/tensor.h"
+#include "xgrad/text/tokenizer.h"
+#include "xgrad/text/utf8.h"
 
 namespace train_lm {
 
-// Strict UTF-8 decoding: overlong forms, surrogates, code points above U+10FFFF, stray
-// continuation bytes and truncated sequences throw xgrad::Error with the byte offset.
-std::vector<char32_t> decode_utf8(std::string_view text, const std::string& source);
-void append_utf8(std::string& out, char32_t cp);
+using xgrad::text::append_utf8;
+using xgrad::text::CharTokenizer;
+using xgrad::text::decode_utf8;
+using xgrad::text::Tokenizer;
 
-class CharTokenizer {
- public:
-  CharTokenizer() = default;
-  // The vocabulary of `text` (UTF-8); throws for invalid UTF-8 or empty text.
-  static CharTokenizer from_text(std::string_view text, const std::string& source = "text");
-  // From a vocabulary list: strictly increasing code points (what to_json() writes).
-  static CharTokenizer from_vocab(std::vector<char32_t> vocab);
-  static CharTokenizer from_json(const nlohmann::json& j);  // ["\n", " ", "!", ...]
-  nlohmann::json to_json() const;
-
-  int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
-  const std::vector<char32_t>& vocab() const { return vocab_; }
-  // Throws for invalid UTF-8 or a character outside the vocabulary (naming it and its offset).
-  std::vector<int64_t> encode(std::string_view text) const;
-  // Throws for an id outside [0, vocab_size).
-  std::string decode(const std::vector<int64_t>& ids) const;
-  std::string decode(int64_t id) const { return decode(std::vector<int64_t>{id}); }
-
-  bool operator==(const CharTokenizer& other) const { return vocab_ == other.vocab_; }
-
- private:
-  void build_index();
-  std::vector<char32_t> vocab_;
-  std::vector<int64_t> ascii_;  // id of code points < 128, or -1
-  std::unordered_map<char32_t, int64_t> index_;
-};
+// Builds the tokenizer for `text` (the corpus, named `source` in messages); throws
+// xgrad::Error (unknown kind, missing GPT-2 files with the command that fetches them).
+std::shared_ptr<const Tokenizer> make_tokenizer(const TokenizerSpec& spec, std::string_view text,
+                                                const std::string& source);
 
 // The first `train_fraction` of the tokens train, the rest validate (nanoGPT's 90/10).
 struct TokenSplit {

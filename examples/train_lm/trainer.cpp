@@ -57,7 +57,15 @@ int64_t meta_int(const Metadata& m, const std::string& key, const std::string& f
   xgrad::fail("checkpoint", file, ": metadata '", key, "' is not a non-negative integer: '", text, "'");
 }
 
-std::string vocab_diff(const CharTokenizer& saved, const CharTokenizer& now) {
+std::string vocab_diff(const Tokenizer& saved_tok, const Tokenizer& now_tok) {
+  const auto* saved_chars = dynamic_cast<const CharTokenizer*>(&saved_tok);
+  const auto* now_chars = dynamic_cast<const CharTokenizer*>(&now_tok);
+  if (!saved_chars || !now_chars)
+    return saved_tok.kind() == now_tok.kind()
+               ? "the " + saved_tok.kind() + " vocabularies (merges) differ"
+               : "the checkpoint's tokenizer is " + saved_tok.kind() + ", this run's is " + now_tok.kind();
+  const CharTokenizer& saved = *saved_chars;
+  const CharTokenizer& now = *now_chars;
   std::vector<char32_t> only_saved, only_now;
   std::set_difference(saved.vocab().begin(), saved.vocab().end(), now.vocab().begin(),
                       now.vocab().end(), std::back_inserter(only_saved));
@@ -76,6 +84,9 @@ std::string vocab_diff(const CharTokenizer& saved, const CharTokenizer& now) {
   return "only in the checkpoint: " + show(only_saved) + "; only in the corpus: " + show(only_now);
 }
 
+// "characters" for the char tokenizer, "tokens" for the others
+const char* unit(const Tokenizer& t) { return t.kind() == "char" ? "characters" : "tokens"; }
+
 }  // namespace
 
 // ---------------------------------------------------------------- corpus
@@ -91,20 +102,23 @@ std::string read_corpus(const std::string& path) {
   return text;
 }
 
-Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source) {
+Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source,
+                   std::shared_ptr<const Tokenizer> tokenizer) {
   Corpus c;
-  c.tokenizer = CharTokenizer::from_text(text, source);
-  std::vector<int64_t> ids = c.tokenizer.encode(text);
+  c.tokenizer = tokenizer ? std::move(tokenizer)
+                          : std::make_shared<CharTokenizer>(CharTokenizer::from_text(text, source));
+  std::vector<int64_t> ids = c.tokenizer->encode(text);
+  const char* units = unit(*c.tokenizer);
   c.split = split_tokens(ids, 0.9);
   const int64_t window = context_length + 1;
   const int64_t n_train = static_cast<int64_t>(c.split.train.size());
   const int64_t n_val = static_cast<int64_t>(c.split.val.size());
   if (n_train < window || n_val < window)
-    xgrad::fail("corpus", source, " has ", ids.size(), " characters: the ",
+    xgrad::fail("corpus", source, " has ", ids.size(), " ", units, ": the ",
                 n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train,
-                " characters) is shorter than one window of context_length + 1 = ", window,
+                " ", units, ") is shorter than one window of context_length + 1 = ", window,
                 "; use a longer corpus (about 10 x ", window, " = ", 10 * window,
-                " characters at least) or a smaller --context-length");
+                " ", units, " at least) or a smaller --context-length");
   return c;
 }
 
@@ -114,7 +128,7 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
       corpus_(std::move(corpus)),
       train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length,
                      batch_seed(o_.seed), "train") {
-  o_.model.vocab_size = corpus_.tokenizer.vocab_size();
+  o_.model.vocab_size = corpus_.tokenizer->vocab_size();
   validate_model(o_.model, /*with_vocab=*/true);
   xgrad::manual_seed(o_.seed);
   model_ = std::make_unique<nn::GPTModel>(o_.model);
@@ -164,7 +178,7 @@ Metadata Trainer::model_metadata() const {
   return {{"format", "pt"},
           {"producer", kFormat},
           {"config", to_json(o_.model).dump()},
-          {"vocab", corpus_.tokenizer.to_json().dump()},
+          {"vocab", corpus_.tokenizer->to_json()},
           {"step", std::to_string(step_)}};
 }
 
@@ -182,7 +196,7 @@ Metadata Trainer::train_state_metadata() const {
           {"format_version", std::to_string(kCheckpointFormatVersion)},
           {"config", to_json(o_.model).dump()},
           {"train_options", train_options_to_json(o_).dump()},
-          {"vocab", corpus_.tokenizer.to_json().dump()},
+          {"vocab", corpus_.tokenizer->to_json()},
           {"step", std::to_string(step_)},
           {"tokens_seen", std::to_string(tokens_seen_)},
           {"elapsed_s", elapsed},
@@ -228,11 +242,12 @@ void Trainer::load(const CheckpointFiles& ck) {
   }
   // the vocabulary first: a corpus with other characters also changes vocab_size, and the
   // characters are what the user needs to see
-  CharTokenizer saved_vocab = CharTokenizer::from_json(meta_json(m, "vocab", file));
-  if (!(saved_vocab == corpus_.tokenizer))
-    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab.vocab_size(),
-                " characters) than the corpus ", o_.data, " (", corpus_.tokenizer.vocab_size(),
-                " characters): ", vocab_diff(saved_vocab, corpus_.tokenizer));
+  std::unique_ptr<Tokenizer> saved_vocab = xgrad::text::tokenizer_from_json(meta_at(m, "vocab", file));
+  if (saved_vocab->to_json() != corpus_.tokenizer->to_json())
+    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab->vocab_size(),
+                " ", unit(*saved_vocab), ") than the corpus ", o_.data, " (",
+                corpus_.tokenizer->vocab_size(), " ", unit(*corpus_.tokenizer),
+                "): ", vocab_diff(*saved_vocab, *corpus_.tokenizer));
   if (!same_config(saved_cfg, o_.model))
     xgrad::fail("checkpoint", file, " was trained with a different model config: ",
                 describe_config_diff(saved_cfg, o_.model));
@@ -409,7 +424,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
           std::vector<int64_t> prompt = {corpus_.split.val.front()};
           auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
                                      sample_gen, o_.top_p);
-          say("sample: " + corpus_.tokenizer.decode(ids));
+          say("sample: " + corpus_.tokenizer->decode(ids));
         }
       }
       if (metrics) metrics->append(row);

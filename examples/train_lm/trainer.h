@@ -28,12 +28,13 @@ namespace train_lm {
 std::string read_corpus(const std::string& path);
 
 struct Corpus {
-  CharTokenizer tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
   TokenSplit split;  // 90% train, 10% validation
 };
 // Tokenizes `text` and splits it; throws when either split is shorter than one window of
-// context_length + 1 tokens.
-Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source);
+// context_length + 1 tokens. Without a tokenizer, the CharTokenizer of `text`.
+Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source,
+                   std::shared_ptr<const Tokenizer> tokenizer = nullptr);
 
 struct StepRecord {
   int64_t step;  // 1-based optimizer step
@@ -77,7 +78,7 @@ class Trainer {
   double lr_at(int64_t step) const;  // the schedule (step = optimizer steps done)
   int64_t step() const { return step_; }
   const TrainOptions& options() const { return o_; }
-  const CharTokenizer& tokenizer() const { return corpus_.tokenizer; }
+  const Tokenizer& tokenizer() const { return *corpus_.tokenizer; }
   xgrad::nn::GPTModel& model() { return *model_; }
   xgrad::optim::AdamW& optimizer() { return *opt_; }
 
@@ -111,6 +112,7 @@ std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int
 // The commands. Return the process exit code; errors are logged, never thrown.
 int run_train(TrainOptions o);
 int run_generate(const GenerateOptions& o);
+int run_tokenize(const TokenizeOptions& o);
 
 // Sets the BLAS thread count (0 = leave the default).
 void set_threads(int threads);

@@ -1,6 +1,7 @@
 // A program built against an installed xgrad (see CMakeLists.txt next to it). It runs a
 // small autograd computation, checks the numbers against values worked out by hand, and
 // exits non-zero on any mismatch, so `scripts/test.sh --consumer` fails loudly.
+#include <xgrad/text/tokenizer.h>
 #include <xgrad/xgrad.h>
 
 #include <cmath>
@@ -52,6 +53,12 @@ int main() {
       std::printf("MISMATCH x.t() is not a view of x\n");
       ++failures;
     }
+
+    // The tokenizers come with xgrad::xgrad: a BPE learnt from "aaab aaab aaab ab" merges
+    // (a, a), then (a, b), so "aab" is the tokens 256 ("aa") and 'b'.
+    auto bpe = xgrad::text::BPETokenizer::train("aaab aaab aaab ab", 2);
+    const std::vector<int64_t> ids = bpe.encode("aab");
+    expect_near("bpe ids", std::vector<double>(ids.begin(), ids.end()), {256.0, 98.0});
   } catch (const std::exception& e) {
     std::printf("exception: %s\n", e.what());
     return 1;

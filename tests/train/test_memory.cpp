@@ -47,7 +47,7 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
     o.checkpoint_dir = (tmp / "ck").string();
     Corpus corpus = make_corpus(generated_text(), c.ctx, "generated");
     GPTConfig full = o.model;
-    full.vocab_size = corpus.tokenizer.vocab_size();
+    full.vocab_size = corpus.tokenizer->vocab_size();
     const MemoryEstimate e = estimate_training_memory(full, c.batch);
 
     xgrad::empty_cache();

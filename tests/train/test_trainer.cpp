@@ -247,7 +247,7 @@ TEST_F(TrainerTest, TorchCheckpointGivesTorchLogits) {
   auto ck = load_checkpoint_files(XGRAD_FIXTURES_DIR "/gpt_tiny", /*need_train_state=*/false);
   EXPECT_FALSE(ck.model.checksum_verified);
   GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.model.metadata.at("config")));
-  auto tok = CharTokenizer::from_json(nlohmann::json::parse(ck.model.metadata.at("vocab")));
+  auto tok = CharTokenizer::from_json(ck.model.metadata.at("vocab"));
   EXPECT_EQ(tok.vocab_size(), cfg.vocab_size);
   EXPECT_EQ(tok.decode(tok.encode("Ishmaelé")), "Ishmaelé");
   xgrad::nn::GPTModel model(cfg);
