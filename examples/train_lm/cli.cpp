@@ -22,6 +22,8 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--n-layers", f.model.n_layers, "transformer blocks (preset)");
   t.add_option("--drop-rate", f.model.drop_rate, "dropout probability (preset)");
   t.add_flag("--qkv-bias", f.model.qkv_bias, "bias in the query/key/value projections");
+  t.add_flag("--tie-weights", f.model.tie_weights,
+             "share tok_emb.weight with out_head.weight, as GPT-2 does");
   t.add_option("--batch-size", f.batch_size, "sequences per step (preset)");
   t.add_option("--steps", f.steps, "optimizer steps in all; the cosine schedule's length")
       ->capture_default_str();

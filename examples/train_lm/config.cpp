@@ -216,7 +216,7 @@ nlohmann::json to_json(const GPTConfig& c) {
   return {{"vocab_size", c.vocab_size}, {"context_length", c.context_length},
           {"emb_dim", c.emb_dim},       {"n_heads", c.n_heads},
           {"n_layers", c.n_layers},     {"drop_rate", c.drop_rate},
-          {"qkv_bias", c.qkv_bias}};
+          {"qkv_bias", c.qkv_bias},     {"tie_weights", c.tie_weights}};
 }
 
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
@@ -235,6 +235,10 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   c.drop_rate = j["drop_rate"].get<double>();
   if (!j.contains("qkv_bias") || !j["qkv_bias"].is_boolean()) bad("the saved model config has no 'qkv_bias'");
   c.qkv_bias = j["qkv_bias"].get<bool>();
+  if (j.contains("tie_weights")) {  // absent in checkpoints from before --tie-weights: untied
+    if (!j["tie_weights"].is_boolean()) bad("the saved model config's 'tie_weights' is not a boolean");
+    c.tie_weights = j["tie_weights"].get<bool>();
+  }
   try {
     validate_model(c, /*with_vocab=*/true);
   } catch (const ConfigError& e) {
@@ -246,7 +250,8 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
 bool same_config(const GPTConfig& a, const GPTConfig& b) {
   return a.vocab_size == b.vocab_size && a.context_length == b.context_length &&
          a.emb_dim == b.emb_dim && a.n_heads == b.n_heads && a.n_layers == b.n_layers &&
-         a.drop_rate == b.drop_rate && a.qkv_bias == b.qkv_bias;
+         a.drop_rate == b.drop_rate && a.qkv_bias == b.qkv_bias &&
+         a.tie_weights == b.tie_weights;
 }
 
 std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
@@ -265,6 +270,7 @@ std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
   cmp("n_layers", saved.n_layers, now.n_layers);
   cmp("drop_rate", saved.drop_rate, now.drop_rate);
   cmp("qkv_bias", saved.qkv_bias, now.qkv_bias);
+  cmp("tie_weights", saved.tie_weights, now.tie_weights);
   return os.str();
 }
 
@@ -311,6 +317,9 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   if (o.explicit_flags.count("qkv-bias") && o.model.qkv_bias != saved_model.qkv_bias)
     bad("--qkv-bias does not match the checkpoint being resumed");
   o.model.qkv_bias = saved_model.qkv_bias;
+  if (o.explicit_flags.count("tie-weights") && o.model.tie_weights != saved_model.tie_weights)
+    bad("--tie-weights does not match the checkpoint being resumed");
+  o.model.tie_weights = saved_model.tie_weights;
 
   if (!saved.is_object()) bad("the checkpoint's training options are not a JSON object");
   auto take = [&](const char* key, auto& field) {

@@ -18,6 +18,10 @@ GPTModel::GPTModel(const GPTConfig& config) : cfg(config) {
   trf_blocks = register_module("trf_blocks", blocks);
   final_norm = register_module("final_norm", std::make_shared<LayerNorm>(cfg.emb_dim));
   out_head = register_module("out_head", std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false));
+  // GPT-2's weight tying, as the book does it after construction (the head's own init is
+  // drawn first, so the other weights match an untied model's): model.out_head.weight =
+  // model.tok_emb.weight
+  if (cfg.tie_weights) out_head->weight = out_head->set_parameter("weight", tok_emb->weight);
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx) {

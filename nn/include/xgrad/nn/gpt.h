@@ -6,6 +6,12 @@
 //   nn::GPTModel model(nn::GPTConfig{});        // same weights as torch's GPTModel(cfg)
 //   Tensor logits = model(ids);                  // ids int64 (b, T) -> (b, T, vocab_size)
 //
+// GPTConfig{.tie_weights = true} shares tok_emb.weight with out_head.weight as GPT-2 does
+// (124M: 124,412,160 parameters): one tensor, which receives the gradients of both uses;
+// parameters() lists it once (so optimizers step it once and num_parameters() counts it once,
+// like torch's sum(p.numel() for p in model.parameters())); state_dict() has both names, as
+// torch's does, and load_state_dict() accepts both names or either one.
+//
 // State dict keys are torch's for the same structure: "tok_emb.weight",
 // "trf_blocks.0.att.W_query.weight", "trf_blocks.0.att.mask", "trf_blocks.0.norm1.weight",
 // "trf_blocks.0.ff.layers.0.weight", ..., "final_norm.bias", "out_head.weight" (see

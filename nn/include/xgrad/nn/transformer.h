@@ -28,6 +28,7 @@ struct GPTConfig {
   int64_t n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;
+  bool tie_weights = false;       // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
 };
 
 // Throws xgrad::Error naming `who` and the bad field (non-positive sizes, emb_dim not
