@@ -25,6 +25,8 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_flag("--tie-weights", f.model.tie_weights,
              "share tok_emb.weight with out_head.weight, as GPT-2 does");
   t.add_option("--batch-size", f.batch_size, "sequences per step (preset)");
+  t.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch-size per optimizer step "
+               "(gradient accumulation)")->capture_default_str();
   t.add_option("--steps", f.steps, "optimizer steps in all; the cosine schedule's length")
       ->capture_default_str();
   t.add_option("--time-budget", f.time_budget, "stop (and save) after this many seconds; 0 = none")

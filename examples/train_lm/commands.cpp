@@ -133,9 +133,9 @@ int run_train(TrainOptions o) {
     if (!metrics.note().empty()) spdlog::warn("{}", metrics.note());
     const auto& m = trainer.options().model;
     spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
-                 "batch {}, {} steps, lr {} -> {}",
+                 "batch {} x {} micro-batches, {} steps, lr {} -> {}",
                  m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size,
-                 trainer.model().num_parameters(), o.batch_size, o.steps, o.lr, o.min_lr);
+                 trainer.model().num_parameters(), o.batch_size, o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
       spdlog::info("already at step {} of {}; raise --steps to train further", trainer.step(), o.steps);
       return 0;

@@ -28,6 +28,7 @@ const FlagRange kRanges[] = {
     {"n-layers", 1, 1 << 16, true},
     {"drop-rate", 0, 1, false, false, true},
     {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
+    {"grad-accum", 1, 1e6, true},
     {"steps", 1, kBig, true},
     {"time-budget", 0, kBig, false},
     {"lr", 0, 10, false, true, false},
@@ -183,6 +184,7 @@ void validate_model(const GPTConfig& c, bool with_vocab) {
 void validate(const TrainOptions& o) {
   validate_model(o.model, /*with_vocab=*/false);
   check("batch-size", o.batch_size);
+  check("grad-accum", o.grad_accum);
   check("steps", o.steps);
   check("time-budget", o.time_budget);
   check("lr", o.lr);
@@ -277,6 +279,7 @@ std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
 nlohmann::json train_options_to_json(const TrainOptions& o) {
   return {{"preset", o.preset},
           {"batch-size", o.batch_size},
+          {"grad-accum", o.grad_accum},
           {"steps", o.steps},
           {"lr", o.lr},
           {"min-lr", o.min_lr},
@@ -332,6 +335,7 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   };
   take("preset", o.preset);
   take("batch-size", o.batch_size);
+  take("grad-accum", o.grad_accum);
   take("steps", o.steps);
   take("lr", o.lr);
   take("min-lr", o.min_lr);

@@ -21,7 +21,8 @@ struct ConfigError : std::runtime_error {
 struct TrainOptions {
   std::string preset = "small";  // tiny | small | medium: defaults for the fields below
   GPTConfig model{};             // vocab_size is set from the corpus
-  int64_t batch_size = 16;
+  int64_t batch_size = 16;       // sequences per micro-batch
+  int64_t grad_accum = 1;        // micro-batches per optimizer step: batch_size * grad_accum
   int64_t steps = 2000;          // also the length of the cosine schedule
   double time_budget = 0;        // seconds; 0 = no limit. Stops early (and saves) when spent
   double lr = 1e-3;

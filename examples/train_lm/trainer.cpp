@@ -328,6 +328,25 @@ double Trainer::estimate_loss(const std::string& split) {
   return total / static_cast<double>(o_.eval_iters);
 }
 
+double Trainer::accumulate_gradients(const char*& phase) {
+  // nanoGPT's train.py: each micro-batch's mean loss is scaled by 1/grad_accum, so the summed
+  // gradients are those of the mean loss over all grad_accum * batch_size sequences
+  double total = 0;
+  for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
+    Batch b = train_batches_.next();
+    phase = "forward pass";
+    Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+    Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
+    const double loss_v = loss.item();
+    if (!std::isfinite(loss_v)) return loss_v;
+    total += loss_v;
+    phase = "backward pass";
+    if (o_.grad_accum > 1) loss = loss / static_cast<double>(o_.grad_accum);
+    loss.backward();
+  }
+  return total / static_cast<double>(o_.grad_accum);
+}
+
 TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
   using clock = std::chrono::steady_clock;
   TrainResult r;
@@ -338,7 +357,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
     else spdlog::info("{}", s);
   };
   const std::vector<Tensor> params = model_->parameters();
-  const int64_t tokens_per_step = o_.batch_size * o_.model.context_length;
+  const int64_t tokens_per_step = o_.grad_accum * o_.batch_size * o_.model.context_length;
   xgrad::Generator sample_gen(sample_seed(o_.seed));
   int64_t last_saved = -1;
   double step_time_avg = 0;  // seconds, exponential moving average
@@ -362,19 +381,14 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       }
       const auto t0 = clock::now();
       const double lr = opt_->lr(0);
-      Batch b = train_batches_.next();
-      phase = "forward pass";
-      Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
-      Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
-      const double loss_v = loss.item();
+      const double loss_v = accumulate_gradients(phase);
       if (!std::isfinite(loss_v)) {
+        opt_->zero_grad();
         r.nan_stop = true;
         say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
             "; stopping without saving (lower --lr or raise --grad-clip?)");
         break;
       }
-      phase = "backward pass";
-      loss.backward();
       if (o_.grad_clip > 0) xgrad::nn::utils::clip_grad_norm_(params, o_.grad_clip);
       phase = "optimizer step";
       opt_->step();

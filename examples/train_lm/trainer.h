@@ -74,6 +74,12 @@ class Trainer {
   // (the same at every evaluation), in eval mode and without gradients.
   double estimate_loss(const std::string& split);
 
+  // One optimizer step's gradients, accumulated into .grad: o.grad_accum micro-batches of
+  // o.batch_size, each loss divided by grad_accum (so the step equals one batch grad_accum
+  // times larger). Returns the mean loss, or the first non-finite micro-batch loss (then the
+  // gradients are partial). `phase` names the part running, for error messages.
+  double accumulate_gradients(const char*& phase);
+
   double lr_at(int64_t step) const;  // the schedule (step = optimizer steps done)
   int64_t step() const { return step_; }
   const TrainOptions& options() const { return o_; }
