@@ -78,6 +78,8 @@ void add_generate_flags(CLI::App& g, GenerateOptions& o) {
                "probabilities add up to p; 1 = all")->capture_default_str();
   g.add_option("--seed", o.seed, "random seed")->capture_default_str();
   g.add_option("--threads", o.threads, "threads (xgrad::set_num_threads); 0 = default")->capture_default_str();
+  g.add_flag("!--no-kv-cache", o.kv_cache, "recompute the whole window for every token instead "
+             "of caching keys and values (the same text, slower)");
 }
 
 // Every numeric flag checks its text against its documented range before CLI11 converts it

@@ -202,7 +202,8 @@ int run_generate(const GenerateOptions& o) {
     }
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids =
-        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p);
+        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p,
+                        o.kv_cache);
     std::cout << tok.decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {

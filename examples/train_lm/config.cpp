@@ -1,6 +1,8 @@
 // examples/train_lm/config.cpp: see config.h.
 #include "config.h"
 
+#include "xgrad/nn/sampling.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -134,12 +136,11 @@ std::string check_flag_text(const std::string& flag, const std::string& text) {
 
 void validate_sampling(double temperature, int64_t top_k, double top_p) {
   check("temperature", temperature);
-  if (temperature != 0 && std::fpclassify(temperature) == FP_SUBNORMAL)
-    bad("--temperature ", temperature, " is a subnormal number: logits / temperature overflow "
-        "to inf (torch.multinomial refuses such probabilities); use 0 for greedy decoding or a "
-        "value >= ", num(std::numeric_limits<double>::min()));
   check("top-k", top_k);
   check("top-p", top_p);
+  // the library's rules (nn::sampling_problem: a subnormal temperature) with flag names
+  const std::string problem = xgrad::nn::sampling_problem({temperature, top_k, top_p});
+  if (!problem.empty()) bad("--", problem);
 }
 
 std::string TrainOptions::metrics_path() const {

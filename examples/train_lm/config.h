@@ -64,6 +64,7 @@ struct GenerateOptions {
   double top_p = 1.0;
   uint64_t seed = 1337;
   int threads = 0;
+  bool kv_cache = true;  // --no-kv-cache: recompute the whole window for every token
 };
 
 // The documented range of every numeric flag (README's flag table, `--help`). Integer flags

@@ -458,79 +458,14 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 // ---------------------------------------------------------------- sampling
 std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p) {
+                                     xgrad::Generator& gen, double top_p, bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
-  try {
-    validate_sampling(temperature, top_k, top_p);
-  } catch (const ConfigError& e) {
-    xgrad::fail("generate", e.what());
-  }
-  const int64_t ctx = model.cfg.context_length;
-  const bool was_training = model.is_training();
-  model.eval();
-  xgrad::NoGradGuard no_grad;
-  std::vector<double> logits;
-  std::vector<int64_t> order;
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const int64_t t = std::min<int64_t>(static_cast<int64_t>(ids.size()), ctx);
-    std::vector<int64_t> window(ids.end() - t, ids.end());
-    Tensor out = model(xgrad::from_vector(window, {1, t}));  // (1, t, vocab)
-    logits = out.select(0, 0).select(0, t - 1).to_vector<double>();
-    const int64_t V = static_cast<int64_t>(logits.size());
-    for (double l : logits)
-      if (std::isnan(l) || l == std::numeric_limits<double>::infinity())
-        xgrad::fail("generate", "the model's logits hold ", l, " (a diverged checkpoint?)");
-    int64_t next = 0;
-    if (temperature == 0) {
-      next = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    } else {
-      if (top_k > 0 && top_k < V) {  // keep the top_k largest (ties included), as nanoGPT
-        std::vector<double> sorted = logits;
-        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
-                         std::greater<double>());
-        const double kth = sorted[static_cast<std::size_t>(top_k - 1)];
-        for (double& l : logits)
-          if (l < kth) l = -std::numeric_limits<double>::infinity();
-      }
-      // softmax(logits / T) as exp((l - max) / T): subtracting first keeps every exponent <= 0,
-      // so a tiny temperature gives 0s and one 1 instead of inf / inf
-      const double mx = *std::max_element(logits.begin(), logits.end());
-      double sum = 0;
-      for (double& l : logits) sum += (l = std::exp((l - mx) / temperature));
-      if (top_p < 1) {  // reference: HF TopPLogitsWarper (keeps at least the most likely one)
-        order.resize(static_cast<std::size_t>(V));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-          return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
-        });
-        double kept = 0;
-        for (int64_t i : order) {
-          double& p = logits[static_cast<std::size_t>(i)];
-          if (kept > 0 && kept >= top_p * sum) p = 0;
-          else kept += p;
-        }
-        sum = kept;
-      }
-      if (!std::isfinite(sum) || !(sum > 0))  // torch.multinomial's check
-        xgrad::fail("generate", "the sampling probabilities sum to ", sum,
-                    " (temperature ", temperature, ")");
-      double u = 0;
-      gen.uniform(&u, 1, 0.0, 1.0);
-      double target = u * sum, acc = 0;
-      next = V - 1;
-      for (int64_t i = 0; i < V; ++i) {
-        acc += logits[static_cast<std::size_t>(i)];
-        if (target < acc) {
-          next = i;
-          break;
-        }
-      }
-      while (next > 0 && logits[static_cast<std::size_t>(next)] == 0) --next;  // never a masked id
-    }
-    ids.push_back(next);
-  }
-  model.train(was_training);
-  return ids;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
+                              {.temperature = temperature, .top_k = top_k, .top_p = top_p,
+                               .use_kv_cache = kv_cache},
+                              gen);
+  return out.to_vector<int64_t>();
 }
 
 }  // namespace train_lm

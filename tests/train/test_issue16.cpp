@@ -1,7 +1,8 @@
 // tests/train/test_issue16.cpp: issue #16 in the trainer:
 //   --grad-accum N: N micro-batches per optimizer step give the step of one batch N times
 //     larger (parameters after 20 steps, dropout 0), and the flag travels with --resume;
-//   --tie-weights: one parameter fewer matrix, saved in the config, resumed, generated from.
+//   --tie-weights: one parameter fewer matrix, saved in the config, resumed, generated from;
+//   generate and generate --no-kv-cache print the same text.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -128,6 +129,19 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
            "--temperature", "0"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("Call", 0), 0u) << r.out;
+  // generation with and without the KV cache, past the context (8): the same text at
+  // temperature 0, and with the same seed at temperature 1
+  for (const char* temperature : {"0", "1"}) {
+    RunResult cached = run({"generate", "--checkpoint", ck, "--prompt", "Call me", "--max-new-tokens",
+                            "30", "--temperature", temperature, "--seed", "5"});
+    RunResult recomputed = run({"generate", "--checkpoint", ck, "--prompt", "Call me",
+                                "--max-new-tokens", "30", "--temperature", temperature, "--seed",
+                                "5", "--no-kv-cache"});
+    ASSERT_EQ(cached.code, 0) << cached.out;
+    ASSERT_EQ(recomputed.code, 0) << recomputed.out;
+    EXPECT_EQ(cached.out, recomputed.out) << temperature;
+    EXPECT_EQ(cached.out.size(), 7u + 30u + 1u);
+  }
   r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck,
            "--grad-accum", "0", "--no-progress"});
   EXPECT_EQ(r.code, 2);

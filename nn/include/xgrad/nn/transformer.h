@@ -48,6 +48,8 @@ class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;  // (b, T, emb) -> (b, T, emb)
+  // The same with att's keys and values cached (MultiHeadAttention::forward(x, cache)).
+  Tensor forward(const Tensor& x, LayerKVCache& cache);
   ModuleHolder<MultiHeadAttention> att;
   ModuleHolder<FeedForward> ff;
   ModuleHolder<LayerNorm> norm1;
