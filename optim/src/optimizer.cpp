@@ -8,17 +8,20 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/optimizer.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad::optim {
 
 // ---------------------------------------------------------------- Optimizer
 void Optimizer::step() {
+  profiler::RecordFunction rec("Optimizer.step");
   check_step();  // everything that can fail, before the first write
   NoGradGuard no_grad;
   step_impl();
 }
 
 void Optimizer::zero_grad(Flag set_to_none) {
+  profiler::RecordFunction rec("Optimizer.zero_grad");
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < num_param_groups(); ++g) {
     for (Tensor p : group_params(g)) {

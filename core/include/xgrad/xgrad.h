@@ -8,6 +8,7 @@
 #include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 #include "xgrad/backend.h"
 #include "xgrad/nn.h"
 #include "xgrad/optim.h"
