@@ -63,6 +63,9 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--data", f.data, "UTF-8 text corpus")->capture_default_str();
   t.add_option("--metrics", f.metrics, "CSV metrics file (default <checkpoint-dir>/metrics.csv)");
   t.add_flag("!--no-progress", f.progress, "plain log lines instead of the live progress bar");
+  t.add_option("--profile", f.profile, "profile the first N optimizer steps of this run: print "
+               "the op table and write <checkpoint-dir>/profile_trace.json; 0 = off")
+      ->capture_default_str();
 }
 
 void add_generate_flags(CLI::App& g, GenerateOptions& o) {

@@ -31,6 +31,7 @@ const FlagRange kRanges[] = {
     {"drop-rate", 0, 1, false, false, true},
     {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
     {"grad-accum", 1, 1e6, true},
+    {"profile", 0, kBig, true},
     {"steps", 1, kBig, true},
     {"time-budget", 0, kBig, false},
     {"lr", 0, 10, false, true, false},
@@ -186,6 +187,7 @@ void validate(const TrainOptions& o) {
   validate_model(o.model, /*with_vocab=*/false);
   check("batch-size", o.batch_size);
   check("grad-accum", o.grad_accum);
+  check("profile", o.profile);
   check("steps", o.steps);
   check("time-budget", o.time_budget);
   check("lr", o.lr);

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string data = "data/moby_dick.txt";
   std::string metrics;           // default: <checkpoint_dir>/metrics.csv
   bool progress = true;          // live progress bar when stdout is a terminal
+  int64_t profile = 0;           // profile this many optimizer steps (xgrad::profiler); 0 = off
 
   // Names of the flags given on the command line ("emb-dim", "lr", ...): on --resume the
   // others come from the checkpoint.

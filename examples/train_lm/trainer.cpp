@@ -16,6 +16,7 @@
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/clip.h"
+#include "xgrad/profiler.h"
 
 namespace train_lm {
 
@@ -363,6 +364,22 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   double step_time_avg = 0;  // seconds, exponential moving average
   model_->train();
 
+  // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
+  std::optional<xgrad::profiler::profile> prof;
+  if (o_.profile > 0) prof.emplace();
+  int64_t profiled_steps = 0;
+  auto finish_profile = [&] {
+    if (!prof) return;
+    prof->stop();
+    const fs::path trace = fs::path(o_.checkpoint_dir) / "profile_trace.json";
+    say("profile of " + std::to_string(profiled_steps) + " steps (sorted by self time):\n" +
+        prof->key_averages().table("self_cpu_time_total", 30));
+    fs::create_directories(trace.parent_path());
+    prof->export_chrome_trace(trace.string());
+    say("wrote " + trace.string() + " (open it in ui.perfetto.dev or chrome://tracing)");
+    prof.reset();
+  };
+
   bool stopped_early = false;
   // which part of a step is running, for an out-of-memory message that says where
   const char* phase = "forward pass";
@@ -404,6 +421,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       double eta = double(o_.steps - step_) * step_time_avg;
       if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
       r.history.push_back({step_, loss_v, lr});
+      if (prof && ++profiled_steps == o_.profile) finish_profile();
       if (progress) progress->update(step_, loss_v, tok_s, eta);
 
       MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
@@ -446,6 +464,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
                 o_.batch_size, ", --context-length ", o_.model.context_length,
                 "); lower --batch-size or --context-length");
   }
+  finish_profile();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty()) {
     r.last_checkpoint = save();
     say("saved checkpoint " + r.last_checkpoint->string());
@@ -462,7 +481,7 @@ std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> i
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const int64_t n = static_cast<int64_t>(ids.size());
   Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
-                              {.temperature = temperature, .top_k = top_k, .top_p = top_p,
+                              {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = std::nullopt,
                                .use_kv_cache = kv_cache},
                               gen);
   return out.to_vector<int64_t>();

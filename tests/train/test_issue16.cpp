@@ -2,7 +2,7 @@
 //   --grad-accum N: N micro-batches per optimizer step give the step of one batch N times
 //     larger (parameters after 20 steps, dropout 0), and the flag travels with --resume;
 //   --tie-weights: one parameter fewer matrix, saved in the config, resumed, generated from;
-//   generate and generate --no-kv-cache print the same text.
+//   generate and generate --no-kv-cache print the same text; --profile N.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -142,6 +142,18 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
     EXPECT_EQ(cached.out, recomputed.out) << temperature;
     EXPECT_EQ(cached.out.size(), 7u + 30u + 1u);
   }
+  // --profile N: the op table and a Chrome trace that parses
+  const std::string ck2 = (tmp / "ck2").string();
+  r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck2,
+           "--context-length", "8", "--emb-dim", "16", "--n-heads", "2", "--n-layers", "1",
+           "--batch-size", "2", "--steps", "3", "--warmup", "1", "--eval-iters", "1",
+           "--sample-length", "0", "--no-progress", "--profile", "2"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("profile of 2 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Optimizer.step"), std::string::npos) << r.out;
+  const auto trace = nlohmann::json::parse(train_test::slurp(fs::path(ck2) / "profile_trace.json"));
+  EXPECT_GT(trace.at("traceEvents").size(), 10u);
   r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck,
            "--grad-accum", "0", "--no-progress"});
   EXPECT_EQ(r.code, 2);
