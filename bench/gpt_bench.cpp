@@ -14,12 +14,11 @@
 // step time, tokens/s, this process's peak RSS (VmHWM from /proc/self/status) and what the
 // build runs on (xgrad::simd_level(), xgrad::gemm_backend(): "simd_level", "gemm_backend").
 //
-// --profile times the forward pass per op family at the module level (a mirror of
-// GPTModel::forward that calls the same submodules and ops, checked against the real
-// forward at start-up) and the backward pass per grad_fn name (each node's backward closure
-// is wrapped in a timer before loss.backward()); nothing in core/ is touched. --cpu-time
-// measures steps and the profile in this process's CPU time instead of wall time (the JSON
-// says which in "clock"), for a machine other processes load.
+// --profile runs --steps more training steps under xgrad::profiler::profile and prints its
+// table (torch's key_averages().table(), by self time) to stderr: every op's forward and
+// every backward node, with calls and bytes allocated.
+// --cpu-time measures steps in this process's CPU time instead of wall time (the JSON says
+// which in "clock"), for a machine other processes load.
 #include <cblas.h>
 
 #include <algorithm>
@@ -43,6 +42,7 @@
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 #include "xgrad/random.h"
 
 // OpenBLAS's thread setter (<cblas.h> above is OpenBLAS's and declares it too; this file
@@ -218,167 +218,6 @@ int sgemm_peak(int threads) {
   return 0;
 }
 
-// ---------------------------------------------------------------- --profile
-// Forward time is measured per op family around each call of the mirror below. Every node
-// recorded inside such a call is tagged with the family (found by walking back from the
-// call's output over nodes newer than the last tagged one), so backward time is attributed
-// both to the forward family that recorded the node and to the node's grad_fn name.
-struct Profile {
-  struct Family {
-    double forward = 0, backward = 0;
-  };
-  std::map<std::string, Family> families;
-  std::map<std::string, std::pair<double, int64_t>> grad_fns;  // name -> seconds, calls
-  std::unordered_map<const xgrad::Node*, std::string> owner;    // this step's nodes
-  uint64_t last_seq = 0;
-  bool any_seq = false;
-  double forward_total = 0, backward_total = 0, optimizer = 0, zero_grad = 0;
-};
-
-void tag_new_nodes(Profile& p, const Tensor& out, const std::string& family) {
-  std::vector<const xgrad::Node*> stack;
-  if (out.defined() && out.grad_fn()) stack.push_back(out.grad_fn().get());
-  uint64_t newest = p.last_seq;
-  while (!stack.empty()) {
-    const xgrad::Node* n = stack.back();
-    stack.pop_back();
-    if ((p.any_seq && n->sequence_nr <= p.last_seq) || p.owner.count(n)) continue;
-    p.owner[n] = family;
-    newest = std::max(newest, n->sequence_nr);
-    for (auto& e : n->next)
-      if (e.fn) stack.push_back(e.fn.get());
-  }
-  if (newest != p.last_seq || !p.any_seq) {
-    p.last_seq = newest;
-    p.any_seq = p.any_seq || !p.owner.empty();
-  }
-}
-
-template <class F>
-Tensor timed(Profile& p, const char* family, F&& f) {
-  auto t0 = Clock::now();
-  Tensor out = f();
-  p.families[family].forward += seconds_since(t0);
-  tag_new_nodes(p, out, family);
-  return out;
-}
-
-// Mirrors MultiHeadAttention::forward (nn/src/attention.cpp) op for op.
-Tensor profiled_attention(xgrad::nn::MultiHeadAttention& att, const Tensor& x, Profile& p) {
-  using namespace xgrad;
-  auto [b, T, d_in] = x.shape3();
-  const int64_t H = att.num_heads, D = att.head_dim;
-  auto heads = [&](const Tensor& t) {                                      // (b, H, T, D)
-    return timed(p, "view/transpose", [&] { return t.view({b, T, H, D}).transpose(1, 2); });
-  };
-  Tensor keys = heads(timed(p, "linear", [&] { return (*att.W_key)(x); }));
-  Tensor queries = heads(timed(p, "linear", [&] { return (*att.W_query)(x); }));
-  Tensor values = heads(timed(p, "linear", [&] { return (*att.W_value)(x); }));
-  const double use_dropout = att.dropout->is_training() ? att.dropout->p : 0.0;
-  Tensor context = timed(p, "scaled_dot_product_attention", [&] {            // (b, H, T, D)
-    return scaled_dot_product_attention(queries, keys, values, use_dropout, /*is_causal=*/true);
-  });
-  context = timed(p, "transpose+contiguous",                               // (b, T, d)
-                  [&] { return context.transpose(1, 2).contiguous().view({b, T, att.d_out}); });
-  return timed(p, "linear", [&] { return (*att.out_proj)(context); });
-}
-
-// Mirrors GPTModel::forward, TransformerBlock::forward and FeedForward (nn/src/).
-Tensor profiled_forward(xgrad::nn::GPTModel& m, const Tensor& ids, Profile& p) {
-  using namespace xgrad;
-  using namespace xgrad::nn;
-  const int64_t T = ids.size(1);
-  Tensor tok = timed(p, "embedding", [&] { return m.tok_emb->forward(ids); });
-  Tensor pos = timed(p, "embedding", [&] { return m.pos_emb->forward(arange(T)); });
-  Tensor x = timed(p, "add (residual)", [&] { return tok + pos; });
-  x = timed(p, "dropout", [&] { return m.drop_emb->forward(x); });
-  for (std::size_t i = 0; i < m.trf_blocks->size(); ++i) {
-    auto blk = m.trf_blocks->at<TransformerBlock>(static_cast<int64_t>(i));
-    Tensor shortcut = x;
-    Tensor h = timed(p, "layer_norm", [&] { return blk->norm1->forward(x); });
-    h = profiled_attention(*blk->att, h, p);
-    h = timed(p, "dropout", [&] { return blk->drop_shortcut->forward(h); });
-    x = timed(p, "add (residual)", [&] { return h + shortcut; });
-    shortcut = x;
-    h = timed(p, "layer_norm", [&] { return blk->norm2->forward(x); });
-    auto& ff = *blk->ff->layers;
-    h = timed(p, "linear", [&] { return ff[0]->forward(h); });
-    h = timed(p, "gelu", [&] { return ff[1]->forward(h); });
-    h = timed(p, "linear", [&] { return ff[2]->forward(h); });
-    h = timed(p, "dropout", [&] { return blk->drop_shortcut->forward(h); });
-    x = timed(p, "add (residual)", [&] { return h + shortcut; });
-  }
-  x = timed(p, "layer_norm", [&] { return m.final_norm->forward(x); });
-  return timed(p, "linear", [&] { return m.out_head->forward(x); });
-}
-
-// Wraps every node reachable from `root` so its backward closure adds its time to `p`.
-void instrument_backward(const Tensor& root, const std::shared_ptr<Profile>& p) {
-  std::vector<xgrad::Node*> stack;
-  std::unordered_set<xgrad::Node*> seen;
-  if (root.grad_fn()) stack.push_back(root.grad_fn().get());
-  while (!stack.empty()) {
-    xgrad::Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    for (auto& e : n->next)
-      if (e.fn) stack.push_back(e.fn.get());
-    if (!n->backward) continue;
-    auto it = p->owner.find(n);
-    std::string family = it == p->owner.end() ? "(untagged)" : it->second;
-    n->backward = [inner = std::move(n->backward), p, name = n->name, family](
-                      const Tensor& dout, xgrad::Grads& grads) {
-      auto t0 = Clock::now();
-      inner(dout, grads);
-      const double s = seconds_since(t0);
-      p->families[family].backward += s;
-      auto& slot = p->grad_fns[name];
-      slot.first += s;
-      slot.second += 1;
-    };
-  }
-}
-
-void print_profile(const Profile& p, int steps, double plain_step_ms) {
-  const double total = p.forward_total + p.backward_total + p.optimizer + p.zero_grad;
-  const double ms = 1e3 / steps;
-  auto pct = [&](double s) { return 100.0 * s / total; };
-  std::fprintf(stderr, "\nprofile: ms per step, averaged over %d steps (%% of the profiled step)\n"
-                       "  %-26s %10s %10s %10s %7s\n",
-               steps, "op family", "forward", "backward", "total", "%");
-  std::vector<std::pair<std::string, Profile::Family>> fam(p.families.begin(), p.families.end());
-  std::sort(fam.begin(), fam.end(), [](auto& a, auto& b) {
-    return a.second.forward + a.second.backward > b.second.forward + b.second.backward;
-  });
-  double fsum = 0, bsum = 0;
-  for (auto& [name, f] : fam) {
-    std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", name.c_str(), f.forward * ms,
-                 f.backward * ms, (f.forward + f.backward) * ms, pct(f.forward + f.backward));
-    fsum += f.forward;
-    bsum += f.backward;
-  }
-  const double fo = p.forward_total - fsum, bo = p.backward_total - bsum;
-  std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", "(outside ops / engine)",
-               fo * ms, bo * ms, (fo + bo) * ms, pct(fo + bo));
-  std::fprintf(stderr, "  %-26s %10.3f %10.3f %10.3f %6.1f%%\n", "forward + backward",
-               p.forward_total * ms, p.backward_total * ms,
-               (p.forward_total + p.backward_total) * ms, pct(p.forward_total + p.backward_total));
-  std::fprintf(stderr, "  %-26s %10s %10s %10.3f %6.1f%%\n", "optimizer.step", "", "",
-               p.optimizer * ms, pct(p.optimizer));
-  std::fprintf(stderr, "  %-26s %10s %10s %10.3f %6.1f%%\n", "zero_grad", "", "",
-               p.zero_grad * ms, pct(p.zero_grad));
-  std::fprintf(stderr, "  %-26s %10s %10s %10.3f   (unprofiled median step %.3f ms)\n", "total",
-               "", "", total * ms, plain_step_ms);
-
-  std::fprintf(stderr, "\n  backward by grad_fn        %10s %10s\n", "ms", "calls");
-  std::vector<std::pair<std::string, std::pair<double, int64_t>>> g(p.grad_fns.begin(),
-                                                                    p.grad_fns.end());
-  std::sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-  for (auto& [name, v] : g)
-    std::fprintf(stderr, "  %-26s %10.3f %10.1f\n", name.c_str(), v.first * ms,
-                 double(v.second) / steps);
-}
-
 // ---------------------------------------------------------------- the benchmark
 int run(const Options& o) {
   using namespace xgrad;
@@ -422,39 +261,15 @@ int run(const Options& o) {
       if (i >= o.warmup) times.push_back(s);
     }
     if (o.profile) {
-      // check the mirror against the real forward (eval: no dropout draws)
-      {
-        NoGradGuard ng;
-        model.eval();
-        const Tensor& x = batches[0].first;
-        Profile scratch;
-        double diff = max(abs(profiled_forward(model, x, scratch) - model(x))).item();
-        model.train();
-        if (diff != 0.0)
-          std::fprintf(stderr, "gpt_bench: WARNING: the --profile mirror of GPTModel::forward "
-                               "differs from it by %g; update profiled_forward()\n", diff);
-      }
-      auto p = std::make_shared<Profile>();
-      for (int i = 0; i < o.steps; ++i) {
-        auto& [x, y] = batches[i % batches.size()];
-        p->owner.clear();
-        auto t0 = Clock::now();
-        Tensor logits = profiled_forward(model, x, *p);
-        Tensor loss = timed(*p, "cross_entropy",
-                            [&] { return cross_entropy(logits.flatten(0, 1), y.flatten()); });
-        p->forward_total += seconds_since(t0);
-        instrument_backward(loss, p);
-        t0 = Clock::now();
-        loss.backward();
-        p->backward_total += seconds_since(t0);
-        t0 = Clock::now();
-        opt.step();
-        p->optimizer += seconds_since(t0);
-        t0 = Clock::now();
-        opt.zero_grad(true);  // set_to_none, as the torch bench
-        p->zero_grad += seconds_since(t0);
-      }
-      print_profile(*p, o.steps, 1e3 * median(times));
+      // o.steps more steps under xgrad::profiler: every op's forward and backward node
+      const double loss_before = last_loss;
+      xgrad::profiler::profile prof;
+      for (int i = 0; i < o.steps; ++i) step(i);
+      prof.stop();
+      last_loss = loss_before;  // the JSON line reports the timed steps
+      std::fprintf(stderr, "\nprofile of %d training steps (unprofiled median step %.3f ms):\n%s",
+                   o.steps, 1e3 * median(times),
+                   prof.key_averages().table("self_cpu_time_total", 40).c_str());
     }
   } else {
     model.eval();

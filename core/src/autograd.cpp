@@ -11,6 +11,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -209,7 +210,10 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
            "'s saved tensors were freed after the first backward). Pass retain_graph=true "
            "to the first backward if you need to call it twice");
     Grads grads(*n);
-    n->backward(dout, grads);
+    {
+      profiler::RecordFunction rec(n->name.c_str(), /*backward=*/true);
+      n->backward(dout, grads);
+    }
     if (!retain_graph) {
       n->backward = nullptr;  // frees the saved tensors
       n->released = true;

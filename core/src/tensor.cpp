@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 #include "xgrad/random.h"
 
 namespace xgrad {
@@ -100,6 +101,7 @@ Storage::Storage(std::size_t n) : nbytes(n) {
   data = block_cache().take(capacity);
   if (data == nullptr) data = std::aligned_alloc(64, capacity);
   if (data == nullptr) throw Error("alloc: out of memory allocating " + std::to_string(n) + " bytes");
+  profiler::detail::on_alloc(n);
   const int64_t now = live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
   int64_t peak = peak_bytes.load();
   while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
@@ -411,6 +413,7 @@ Tensor Tensor::detach() const {
 
 // ---------------------------------------------------------------- copies
 Tensor Tensor::clone() const {
+  profiler::RecordFunction rec("clone");
   Tensor out = empty(shape(), dtype());
   kernels::copy_into(out, *this);
   return record("CloneBackward0", out, {*this}, [](const Tensor& dout, Grads& grads) {
@@ -420,11 +423,13 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::contiguous() const {
+  profiler::RecordFunction rec("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::to(DType target) const {
+  profiler::RecordFunction rec("to");
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target);
   kernels::copy_into(out, *this);
@@ -456,6 +461,7 @@ Tensor& Tensor::zero_() { return fill_with(*this, "zero_", "ZeroBackward0", 0.0)
 Tensor& Tensor::fill_(double value) { return fill_with(*this, "fill_", "FillBackward2", value); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  profiler::RecordFunction rec("copy_");
   check_recorded_inplace("copy_", *this, {src});
   check_no_internal_overlap("copy_", *this);
   kernels::broadcast_strides(src, shape());  // throws naming both shapes when src cannot broadcast

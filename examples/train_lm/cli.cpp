@@ -24,7 +24,11 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--n-layers", f.model.n_layers, "transformer blocks (preset)");
   t.add_option("--drop-rate", f.model.drop_rate, "dropout probability (preset)");
   t.add_flag("--qkv-bias", f.model.qkv_bias, "bias in the query/key/value projections");
+  t.add_flag("--tie-weights", f.model.tie_weights,
+             "share tok_emb.weight with out_head.weight, as GPT-2 does");
   t.add_option("--batch-size", f.batch_size, "sequences per step (preset)");
+  t.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch-size per optimizer step "
+               "(gradient accumulation)")->capture_default_str();
   t.add_option("--steps", f.steps, "optimizer steps in all; the cosine schedule's length")
       ->capture_default_str();
   t.add_option("--time-budget", f.time_budget, "stop (and save) after this many seconds; 0 = none")
@@ -61,6 +65,9 @@ void add_train_flags(CLI::App& t, TrainOptions& f) {
   t.add_option("--data", f.data, "UTF-8 text corpus")->capture_default_str();
   t.add_option("--metrics", f.metrics, "CSV metrics file (default <checkpoint-dir>/metrics.csv)");
   t.add_flag("!--no-progress", f.progress, "plain log lines instead of the live progress bar");
+  t.add_option("--profile", f.profile, "profile the first N optimizer steps of this run: print "
+               "the op table and write <checkpoint-dir>/profile_trace.json; 0 = off")
+      ->capture_default_str();
   add_tokenizer_flags(t, f.tokenizer);
 }
 
@@ -89,6 +96,8 @@ void add_generate_flags(CLI::App& g, GenerateOptions& o) {
                "probabilities add up to p; 1 = all")->capture_default_str();
   g.add_option("--seed", o.seed, "random seed")->capture_default_str();
   g.add_option("--threads", o.threads, "threads (xgrad::set_num_threads); 0 = default")->capture_default_str();
+  g.add_flag("!--no-kv-cache", o.kv_cache, "recompute the whole window for every token instead "
+             "of caching keys and values (the same text, slower)");
 }
 
 // Every numeric flag checks its text against its documented range before CLI11 converts it

@@ -145,9 +145,9 @@ int run_train(TrainOptions o) {
     if (!metrics.note().empty()) spdlog::warn("{}", metrics.note());
     const auto& m = trainer.options().model;
     spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
-                 "batch {}, {} steps, lr {} -> {}",
+                 "batch {} x {} micro-batches, {} steps, lr {} -> {}",
                  m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size,
-                 trainer.model().num_parameters(), o.batch_size, o.steps, o.lr, o.min_lr);
+                 trainer.model().num_parameters(), o.batch_size, o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
       spdlog::info("already at step {} of {}; raise --steps to train further", trainer.step(), o.steps);
       return 0;
@@ -215,7 +215,8 @@ int run_generate(const GenerateOptions& o) {
     }
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids =
-        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p);
+        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p,
+                        o.kv_cache);
     std::cout << tok->decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {

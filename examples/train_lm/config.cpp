@@ -1,6 +1,8 @@
 // examples/train_lm/config.cpp: see config.h.
 #include "config.h"
 
+#include "xgrad/nn/sampling.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -30,6 +33,8 @@ const FlagRange kRanges[] = {
     {"n-layers", 1, 1 << 16, true},
     {"drop-rate", 0, 1, false},  // torch's nn.Dropout range (xgrad::check_dropout_p)
     {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
+    {"grad-accum", 1, 1e6, true},
+    {"profile", 0, kBig, true},
     {"steps", 1, kBig, true},
     {"time-budget", 0, kBig, false},
     {"lr", 0, 10, false, true, false},
@@ -136,12 +141,11 @@ std::string check_flag_text(const std::string& flag, const std::string& text) {
 
 void validate_sampling(double temperature, int64_t top_k, double top_p) {
   check("temperature", temperature);
-  if (temperature != 0 && std::fpclassify(temperature) == FP_SUBNORMAL)
-    bad("--temperature ", temperature, " is a subnormal number: logits / temperature overflow "
-        "to inf (torch.multinomial refuses such probabilities); use 0 for greedy decoding or a "
-        "value >= ", num(std::numeric_limits<double>::min()));
   check("top-k", top_k);
   check("top-p", top_p);
+  // the library's rules (nn::sampling_problem: a subnormal temperature) with flag names
+  const std::string problem = xgrad::nn::sampling_problem({temperature, top_k, top_p});
+  if (!problem.empty()) bad("--", problem);
 }
 
 std::string TrainOptions::metrics_path() const {
@@ -186,6 +190,8 @@ void validate_model(const GPTConfig& c, bool with_vocab) {
 void validate(const TrainOptions& o) {
   validate_model(o.model, /*with_vocab=*/false);
   check("batch-size", o.batch_size);
+  check("grad-accum", o.grad_accum);
+  check("profile", o.profile);
   check("steps", o.steps);
   check("time-budget", o.time_budget);
   check("lr", o.lr);
@@ -234,6 +240,8 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   GPTConfig c;
   GPTConfig::for_each_field([&](const char* k, auto field) {
     using T = std::remove_reference_t<decltype(c.*field)>;
+    // checkpoints from before --tie-weights have no such field: they are untied (the default)
+    if (std::string_view(k) == "tie_weights" && !j.contains(k)) return;
     if constexpr (std::is_same_v<T, int64_t>) {
       if (!j.contains(k) || !j[k].is_number_integer()) bad("the saved model config has no integer '", k, "'");
     } else if constexpr (std::is_same_v<T, bool>) {
@@ -269,6 +277,7 @@ std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
 nlohmann::json train_options_to_json(const TrainOptions& o) {
   return {{"preset", o.preset},
           {"batch-size", o.batch_size},
+          {"grad-accum", o.grad_accum},
           {"steps", o.steps},
           {"lr", o.lr},
           {"min-lr", o.min_lr},
@@ -311,6 +320,9 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   if (o.explicit_flags.count("qkv-bias") && o.model.qkv_bias != saved_model.qkv_bias)
     bad("--qkv-bias does not match the checkpoint being resumed");
   o.model.qkv_bias = saved_model.qkv_bias;
+  if (o.explicit_flags.count("tie-weights") && o.model.tie_weights != saved_model.tie_weights)
+    bad("--tie-weights does not match the checkpoint being resumed");
+  o.model.tie_weights = saved_model.tie_weights;
 
   if (!saved.is_object()) bad("the checkpoint's training options are not a JSON object");
   auto take = [&](const char* key, auto& field) {
@@ -337,6 +349,7 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   };
   take("preset", o.preset);
   take("batch-size", o.batch_size);
+  take("grad-accum", o.grad_accum);
   take("steps", o.steps);
   take("lr", o.lr);
   take("min-lr", o.min_lr);

@@ -31,7 +31,8 @@ struct TokenizerSpec {
 struct TrainOptions {
   std::string preset = "small";  // tiny | small | medium: defaults for the fields below
   GPTConfig model{};             // vocab_size is set from the corpus
-  int64_t batch_size = 16;
+  int64_t batch_size = 16;       // sequences per micro-batch
+  int64_t grad_accum = 1;        // micro-batches per optimizer step: batch_size * grad_accum
   int64_t steps = 2000;          // also the length of the cosine schedule
   double time_budget = 0;        // seconds; 0 = no limit. Stops early (and saves) when spent
   double lr = 1e-3;
@@ -57,6 +58,7 @@ struct TrainOptions {
   std::string metrics;           // default: <checkpoint_dir>/metrics.csv
   bool progress = true;          // live progress bar when stdout is a terminal
   TokenizerSpec tokenizer;       // char by default; on --resume the checkpoint's
+  int64_t profile = 0;           // profile this many optimizer steps (xgrad::profiler); 0 = off
 
   // Names of the flags given on the command line ("emb-dim", "lr", ...): on --resume the
   // others come from the checkpoint.
@@ -74,6 +76,7 @@ struct GenerateOptions {
   double top_p = 1.0;
   uint64_t seed = 1337;
   int threads = 0;
+  bool kv_cache = true;  // --no-kv-cache: recompute the whole window for every token
 };
 
 // `train_lm tokenize`: prints the ids of a file, space-separated, on one line.

@@ -44,7 +44,8 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
                            + C * C + C                             // out_proj
                            + C * 4 * C + 4 * C + 4 * C * C + C     // ff.layers.0, ff.layers.2
                            + 4 * C;                                // norm1, norm2
-  e.parameters = V * C + T * C + L * per_block + 2 * C + C * V;    // + final_norm, out_head
+  e.parameters = V * C + T * C + L * per_block + 2 * C              // + final_norm,
+                 + (c.tie_weights ? 0 : C * V);                     // out_head (or tok_emb's)
   e.state_bytes = 16 * e.parameters + L * T * T;                   // + bool masks
   const double tokens = B * T;
   e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * L + kPerTokenEmbed) +

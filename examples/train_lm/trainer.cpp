@@ -16,6 +16,7 @@
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
 #include "xgrad/nn/clip_grad.h"
+#include "xgrad/profiler.h"
 
 namespace train_lm {
 
@@ -343,6 +344,25 @@ double Trainer::estimate_loss(const std::string& split) {
   return total / static_cast<double>(o_.eval_iters);
 }
 
+double Trainer::accumulate_gradients(const char*& phase) {
+  // nanoGPT's train.py: each micro-batch's mean loss is scaled by 1/grad_accum, so the summed
+  // gradients are those of the mean loss over all grad_accum * batch_size sequences
+  double total = 0;
+  for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
+    Batch b = train_batches_.next();
+    phase = "forward pass";
+    Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+    Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
+    const double loss_v = loss.item();
+    if (!std::isfinite(loss_v)) return loss_v;
+    total += loss_v;
+    phase = "backward pass";
+    if (o_.grad_accum > 1) loss = loss / static_cast<double>(o_.grad_accum);
+    loss.backward();
+  }
+  return total / static_cast<double>(o_.grad_accum);
+}
+
 TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
   using clock = std::chrono::steady_clock;
   TrainResult r;
@@ -353,11 +373,27 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
     else spdlog::info("{}", s);
   };
   const std::vector<Tensor> params = model_->parameters();
-  const int64_t tokens_per_step = o_.batch_size * o_.model.context_length;
+  const int64_t tokens_per_step = o_.grad_accum * o_.batch_size * o_.model.context_length;
   xgrad::Generator sample_gen(sample_seed(o_.seed));
   int64_t last_saved = -1;
   double step_time_avg = 0;  // seconds, exponential moving average
   model_->train();
+
+  // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
+  std::optional<xgrad::profiler::profile> prof;
+  if (o_.profile > 0) prof.emplace();
+  int64_t profiled_steps = 0;
+  auto finish_profile = [&] {
+    if (!prof) return;
+    prof->stop();
+    const fs::path trace = fs::path(o_.checkpoint_dir) / "profile_trace.json";
+    say("profile of " + std::to_string(profiled_steps) + " steps (sorted by self time):\n" +
+        prof->key_averages().table("self_cpu_time_total", 30));
+    fs::create_directories(trace.parent_path());
+    prof->export_chrome_trace(trace.string());
+    say("wrote " + trace.string() + " (open it in ui.perfetto.dev or chrome://tracing)");
+    prof.reset();
+  };
 
   bool stopped_early = false;
   // which part of a step is running, for an out-of-memory message that says where
@@ -377,19 +413,14 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       }
       const auto t0 = clock::now();
       const double lr = opt_->lr(0);
-      Batch b = train_batches_.next();
-      phase = "forward pass";
-      Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
-      Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
-      const double loss_v = loss.item();
+      const double loss_v = accumulate_gradients(phase);
       if (!std::isfinite(loss_v)) {
+        opt_->zero_grad();
         r.nan_stop = true;
         say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
             "; stopping without saving (lower --lr or raise --grad-clip?)");
         break;
       }
-      phase = "backward pass";
-      loss.backward();
       if (o_.grad_clip > 0) xgrad::nn::utils::clip_grad_norm_(params, o_.grad_clip);
       phase = "optimizer step";
       opt_->step();
@@ -405,6 +436,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       double eta = double(o_.steps - step_) * step_time_avg;
       if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
       r.history.push_back({step_, loss_v, lr});
+      if (prof && ++profiled_steps == o_.profile) finish_profile();
       if (progress) progress->update(step_, loss_v, tok_s, eta);
 
       MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
@@ -447,6 +479,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
                 o_.batch_size, ", --context-length ", o_.model.context_length,
                 "); lower --batch-size or --context-length");
   }
+  finish_profile();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty()) {
     r.last_checkpoint = save();
     say("saved checkpoint " + r.last_checkpoint->string());
@@ -459,79 +492,14 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 // ---------------------------------------------------------------- sampling
 std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p) {
+                                     xgrad::Generator& gen, double top_p, bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
-  try {
-    validate_sampling(temperature, top_k, top_p);
-  } catch (const ConfigError& e) {
-    xgrad::fail("generate", e.what());
-  }
-  const int64_t ctx = model.cfg.context_length;
-  const bool was_training = model.is_training();
-  model.eval();
-  xgrad::NoGradGuard no_grad;
-  std::vector<double> logits;
-  std::vector<int64_t> order;
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const int64_t t = std::min<int64_t>(static_cast<int64_t>(ids.size()), ctx);
-    std::vector<int64_t> window(ids.end() - t, ids.end());
-    Tensor out = model(xgrad::from_vector(window, {1, t}));  // (1, t, vocab)
-    logits = out.select(0, 0).select(0, t - 1).to_vector<double>();
-    const int64_t V = static_cast<int64_t>(logits.size());
-    for (double l : logits)
-      if (std::isnan(l) || l == std::numeric_limits<double>::infinity())
-        xgrad::fail("generate", "the model's logits hold ", l, " (a diverged checkpoint?)");
-    int64_t next = 0;
-    if (temperature == 0) {
-      next = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    } else {
-      if (top_k > 0 && top_k < V) {  // keep the top_k largest (ties included), as nanoGPT
-        std::vector<double> sorted = logits;
-        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
-                         std::greater<double>());
-        const double kth = sorted[static_cast<std::size_t>(top_k - 1)];
-        for (double& l : logits)
-          if (l < kth) l = -std::numeric_limits<double>::infinity();
-      }
-      // softmax(logits / T) as exp((l - max) / T): subtracting first keeps every exponent <= 0,
-      // so a tiny temperature gives 0s and one 1 instead of inf / inf
-      const double mx = *std::max_element(logits.begin(), logits.end());
-      double sum = 0;
-      for (double& l : logits) sum += (l = std::exp((l - mx) / temperature));
-      if (top_p < 1) {  // reference: HF TopPLogitsWarper (keeps at least the most likely one)
-        order.resize(static_cast<std::size_t>(V));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-          return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
-        });
-        double kept = 0;
-        for (int64_t i : order) {
-          double& p = logits[static_cast<std::size_t>(i)];
-          if (kept > 0 && kept >= top_p * sum) p = 0;
-          else kept += p;
-        }
-        sum = kept;
-      }
-      if (!std::isfinite(sum) || !(sum > 0))  // torch.multinomial's check
-        xgrad::fail("generate", "the sampling probabilities sum to ", sum,
-                    " (temperature ", temperature, ")");
-      double u = 0;
-      gen.uniform(&u, 1, 0.0, 1.0);
-      double target = u * sum, acc = 0;
-      next = V - 1;
-      for (int64_t i = 0; i < V; ++i) {
-        acc += logits[static_cast<std::size_t>(i)];
-        if (target < acc) {
-          next = i;
-          break;
-        }
-      }
-      while (next > 0 && logits[static_cast<std::size_t>(next)] == 0) --next;  // never a masked id
-    }
-    ids.push_back(next);
-  }
-  model.train(was_training);
-  return ids;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
+                              {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = std::nullopt,
+                               .use_kv_cache = kv_cache},
+                              gen);
+  return out.to_vector<int64_t>();
 }
 
 }  // namespace train_lm

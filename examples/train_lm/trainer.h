@@ -75,6 +75,12 @@ class Trainer {
   // (the same at every evaluation), in eval mode and without gradients.
   double estimate_loss(const std::string& split);
 
+  // One optimizer step's gradients, accumulated into .grad: o.grad_accum micro-batches of
+  // o.batch_size, each loss divided by grad_accum (so the step equals one batch grad_accum
+  // times larger). Returns the mean loss, or the first non-finite micro-batch loss (then the
+  // gradients are partial). `phase` names the part running, for error messages.
+  double accumulate_gradients(const char*& phase);
+
   double lr_at(int64_t step) const;  // the schedule (step = optimizer steps done)
   int64_t step() const { return step_; }
   const TrainOptions& options() const { return o_; }
@@ -100,14 +106,16 @@ class Trainer {
   double elapsed_s_ = 0;  // training time over all invocations
 };
 
-// Autoregressive sampling (no gradients, eval mode): appends max_new_tokens ids to `ids`,
-// each drawn from softmax(logits / temperature) restricted to the top_k most likely
-// (top_k 0 = all) and then to the smallest set whose probabilities reach top_p (1 = all);
-// temperature 0 = greedy. Inputs longer than the context are cropped. Invalid parameters
-// (validate_sampling) and non-finite logits throw xgrad::Error, as torch's samplers refuse them.
+// Autoregressive sampling with GPTModel::generate (no gradients, eval mode, a KV cache unless
+// kv_cache is false): appends max_new_tokens ids to `ids`, each drawn by nn::sample_token
+// from softmax(logits / temperature) restricted to the top_k most likely (top_k 0 = all) and
+// then to the smallest set whose probabilities reach top_p (1 = all); temperature 0 = greedy.
+// Inputs longer than the context are cropped. Invalid parameters and non-finite logits throw
+// xgrad::Error, as torch's samplers refuse them.
 std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p = 1.0);
+                                     xgrad::Generator& gen, double top_p = 1.0,
+                                     bool kv_cache = true);
 
 // The commands. Return the process exit code; errors are logged, never thrown.
 int run_train(TrainOptions o);

@@ -13,6 +13,7 @@
 #include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 #include "xgrad/backend.h"
 #include "xgrad/io/safetensors.h"
 #include "xgrad/nn.h"

@@ -139,6 +139,43 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   return out_proj(context_vec);                                             // (b, T, d_out)
 }
 
+Tensor MultiHeadAttention::forward(const Tensor& x, LayerKVCache& cache) {
+  check_tokens("MultiHeadAttention", x, W_query->in_features, context_length);
+  auto [b, num_tokens, d_in] = x.shape3();
+  const int64_t past = cache.size();
+  if (past > 0 && (cache.keys.size(0) != b || past + num_tokens > context_length))
+    fail("MultiHeadAttention", "a KV cache of ", past, " tokens (keys ", cache.keys.shape(),
+         ") cannot take input of shape ", x.shape(), " (context_length ", context_length, ")");
+  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim})   // (b, T, H, D)
+                       .transpose(1, 2);                                    // (b, H, T, D)
+  Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  Tensor values = W_value(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  if (past > 0) {
+    keys = cat({cache.keys, keys}, 2);                                      // (b, H, past + T, D)
+    values = cat({cache.values, values}, 2);
+  }
+  cache.keys = keys;
+  cache.values = values;
+
+  const double use_dropout = dropout->is_training() ? dropout->p : 0.0;
+  Tensor context_vec;
+  if (past == 0 || num_tokens == 1) {
+    // a fresh cache is the plain causal case; one new token sees every key
+    context_vec = scaled_dot_product_attention(queries, keys, values, use_dropout,
+                                               /*is_causal=*/past == 0);   // (b, H, T, D)
+  } else {
+    // query i sits at position past + i: the mask's rows past .. past + T
+    Tensor attn_scores = matmul(queries, keys.transpose(2, 3));            // (b, H, T, past + T)
+    attn_scores = masked_fill(attn_scores, mask.slice(0, past, past + num_tokens)
+                                               .slice(1, 0, past + num_tokens), -INFINITY);
+    Tensor attn_weights = dropout(softmax(attn_scores / std::sqrt(double(head_dim)), -1));
+    context_vec = matmul(attn_weights, values);                             // (b, H, T, D)
+  }
+  context_vec = context_vec.transpose(1, 2)                                 // (b, T, H, D)
+                    .contiguous().view({b, num_tokens, d_out});             // (b, T, d_out)
+  return out_proj(context_vec);                                             // (b, T, d_out)
+}
+
 // ------------------------------------------------------------------ MHLinear
 MHLinear::MHLinear(int64_t n_heads_, int64_t d_in_, int64_t d_k_)
     : n_heads(n_heads_), d_in(d_in_), d_k(d_k_) {

@@ -98,6 +98,22 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   return tensor;
 }
 
+Tensor Module::set_parameter(const std::string& name, Tensor tensor) {
+  for (auto& [n, t] : params_) {
+    if (n != name) continue;
+    if (!tensor.defined() || !tensor.is_leaf() || !tensor.requires_grad())
+      fail("set_parameter", "'", name, "' must be set to another module's parameter (a leaf "
+           "that requires grad)");
+    if (tensor.shape() != t.shape() || tensor.dtype() != t.dtype())
+      fail("set_parameter", "'", name, "' has shape ", t.shape(), " (", dtype_name(t.dtype()),
+           ") but the new parameter has shape ", tensor.shape(), " (",
+           dtype_name(tensor.dtype()), ")");
+    t = tensor;
+    return tensor;
+  }
+  fail("set_parameter", this->name(), " has no parameter named '", name, "'");
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name("register_buffer", name);
   if (!tensor.defined()) fail("register_buffer", "buffer '", name, "' is an undefined tensor");
@@ -269,11 +285,24 @@ static std::string quoted_list(const std::vector<std::string>& keys) {
 
 LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   const StateDict own = state_dict();
+  // names of one tied parameter: a name is not missing when a twin of it is in `state`
+  std::unordered_map<std::string, const TensorImpl*> impl_of;
+  std::unordered_set<const TensorImpl*> provided;
+  visit("", [&](const Module& m, const std::string& prefix) {
+    for (const auto& [n, t] : m.params_) {
+      impl_of[join(prefix, n)] = t.unsafe_impl();
+      if (state.contains(join(prefix, n))) provided.insert(t.unsafe_impl());
+    }
+  }, /*dedup=*/false);
+  auto tied_twin_given = [&](const std::string& name) {
+    auto it = impl_of.find(name);
+    return it != impl_of.end() && provided.count(it->second) > 0;
+  };
   LoadResult result;
   std::vector<std::string> mismatches;
   for (const auto& [name, dst] : own) {
     if (!state.contains(name)) {
-      result.missing_keys.push_back(name);
+      if (!tied_twin_given(name)) result.missing_keys.push_back(name);
       continue;
     }
     const Tensor& src = state.at(name);

@@ -60,4 +60,9 @@ Tensor TransformerBlock::forward(const Tensor& x_in) {
   return x + shortcut;
 }
 
+Tensor TransformerBlock::forward(const Tensor& x_in, LayerKVCache& cache) {
+  Tensor x = x_in + drop_shortcut(att->forward(norm1(x_in), cache));  // as forward(x), with
+  return x + drop_shortcut(ff(norm2(x)));                              // att's cache
+}
+
 }  // namespace xgrad::nn

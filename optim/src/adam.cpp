@@ -30,6 +30,7 @@
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad::optim {
 
@@ -272,6 +273,7 @@ AdamParamState Adam::state_from_map(const std::map<std::string, Tensor>& m, cons
 // One step of every parameter with a gradient (torch's @torch.no_grad() step()): the
 // per-parameter scalars here, then all parameters' fused updates in one parallel pass.
 void Adam::step() {
+  profiler::RecordFunction rec("Optimizer.step");
   check_step();  // options, contiguity, gradient shapes: throws before anything is written
   NoGradGuard no_grad;
   const bool decoupled = decoupled_;

@@ -7,11 +7,13 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/optimizer.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad::optim {
 
 // ---------------------------------------------------------------- Optimizer
 void Optimizer::zero_grad(Flag set_to_none) {
+  profiler::RecordFunction rec("Optimizer.zero_grad");
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < num_param_groups(); ++g) {
     for (Tensor p : group_params(g)) {

@@ -11,6 +11,7 @@
 
 #include "xgrad/autograd.h"
 #include "xgrad/optim/sgd.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad::optim {
 
@@ -74,6 +75,7 @@ void sgd_dispatch(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOpti
 }  // namespace
 
 void SGD::step() {
+  profiler::RecordFunction rec("Optimizer.step");
   check_step();  // options, contiguity, gradient shapes: throws before anything is written
   NoGradGuard no_grad;
   for (std::size_t gi = 0; gi < groups_.size(); ++gi) {

@@ -18,6 +18,7 @@
 #include "ops/vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -192,15 +193,18 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
 
 // ---------------------------------------------------------------- softmax / log_softmax
 Tensor softmax(const Tensor& a, Int dim) {
+  profiler::RecordFunction rec("softmax");
   return softmax_impl<false>("softmax", "SoftmaxBackward0", a, dim);
 }
 
 Tensor log_softmax(const Tensor& a, Int dim) {
+  profiler::RecordFunction rec("log_softmax");
   return softmax_impl<true>("log_softmax", "LogSoftmaxBackward0", a, dim);
 }
 
 // ---------------------------------------------------------------- relu
 Tensor relu(const Tensor& a) {
+  profiler::RecordFunction rec("relu");
   Tensor out = empty(a.shape(), a.dtype());
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), "relu", [&](auto tag) {
@@ -233,6 +237,7 @@ Tensor relu(const Tensor& a) {
 
 // ---------------------------------------------------------------- sigmoid
 Tensor sigmoid(const Tensor& a) {
+  profiler::RecordFunction rec("sigmoid");
   Tensor out = empty(a.shape(), a.dtype());
   const Tensor x = contig(a);
   kernels::dispatch_float(a.dtype(), "sigmoid", [&](auto tag) {
@@ -269,6 +274,7 @@ Tensor sigmoid(const Tensor& a) {
 // dx = dy * (dy/dx), instead of evaluating the transcendental a second time. Same memory as
 // saving x (one tensor of x's size), and the same formulas as torch's backward kernel.
 Tensor gelu(const Tensor& a, const std::string& approximate) {
+  profiler::RecordFunction rec("gelu");
   const bool tanh_approx = approximate == "tanh";
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");

@@ -43,6 +43,7 @@
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
 #include "xgrad/random.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -546,6 +547,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     double dropout_p, Flag is_causal, std::optional<double> scale,
                                     Generator* gen) {
+  profiler::RecordFunction rec("scaled_dot_product_attention");
   return sdpa_impl(query, key, value, dropout_p, is_causal, scale, gen, kDefaultBlock);
 }
 

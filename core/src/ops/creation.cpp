@@ -7,10 +7,12 @@
 #include "kernels.h"
 #include "xgrad/ops.h"
 #include "xgrad/random.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
 Tensor zeros(const Shape& shape, DType dtype) {
+  profiler::RecordFunction rec("zeros");
   Tensor t = empty(shape, dtype);
   std::memset(t.raw_data_ptr(), 0, static_cast<std::size_t>(t.numel()) * itemsize(dtype));
   return t;
@@ -46,6 +48,7 @@ Tensor detail::arange_impl(double start, double end, double step, DType dtype) {
 }
 
 Tensor linspace(double start, double end, Int steps, DType dtype) {
+  profiler::RecordFunction rec("linspace");
   if (steps < 0) fail("linspace", "number of steps must be non-negative, got ", steps);
   if (!is_floating(dtype)) fail("linspace", "expects a floating dtype, got ", dtype_name(dtype));
   Tensor t = empty({steps}, dtype);
@@ -66,6 +69,7 @@ Tensor linspace(double start, double end, Int steps, DType dtype) {
 }
 
 Tensor eye(Int n, Int m, DType dtype) {
+  profiler::RecordFunction rec("eye");
   if (m < 0) m = n;
   if (n < 0) fail("eye", "n must be non-negative, got ", n);
   Tensor t = zeros({n, m}, dtype);
@@ -78,6 +82,7 @@ Tensor eye(Int n, Int m, DType dtype) {
 }
 
 Tensor rand(const Shape& shape, Generator* gen, DType dtype) {
+  profiler::RecordFunction rec("rand");
   if (!is_floating(dtype)) fail("rand", "expects a floating dtype, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype);
   t.uniform_(0.0, 1.0, gen);
@@ -85,6 +90,7 @@ Tensor rand(const Shape& shape, Generator* gen, DType dtype) {
 }
 
 Tensor randn(const Shape& shape, Generator* gen, DType dtype) {
+  profiler::RecordFunction rec("randn");
   if (!is_floating(dtype)) fail("randn", "expects a floating dtype, got ", dtype_name(dtype));
   Tensor t = empty(shape, dtype);
   t.normal_(0.0, 1.0, gen);
@@ -92,6 +98,7 @@ Tensor randn(const Shape& shape, Generator* gen, DType dtype) {
 }
 
 Tensor randint(Int low, Int high, const Shape& shape, Generator* gen) {
+  profiler::RecordFunction rec("randint");
   if (high <= low) fail("randint", "expects low < high, got low ", low, " and high ", high);
   Tensor t = empty(shape, kInt64);
   Generator& g = gen ? *gen : default_generator();
@@ -120,6 +127,7 @@ Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_
 
 namespace detail {
 Tensor tensor_from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  profiler::RecordFunction rec("tensor_from_values");
   Tensor t = empty(shape, dtype);
   kernels::dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);

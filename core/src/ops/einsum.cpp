@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -78,6 +79,7 @@ Operand contract(const Operand& a, const Operand& b, const std::string& out,
 }  // namespace
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
+  profiler::RecordFunction rec("einsum");
   const char* op = "einsum";
   const std::string eq = strip_spaces(equation);
   if (eq.find('.') != std::string::npos)

@@ -20,6 +20,7 @@
 #include "vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -141,6 +142,7 @@ template <class T> constexpr T c(double v) { return static_cast<T>(v); }
 
 // ---------------------------------------------------------------- sum_to
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  profiler::RecordFunction rec("sum_to");
   const Shape& g = grad.shape();
   if (g == shape) return grad;  // the common no-broadcast case: no copy
   const int64_t lead = static_cast<int64_t>(g.size()) - static_cast<int64_t>(shape.size());
@@ -161,6 +163,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 // ---------------------------------------------------------------- add / sub
 Tensor add(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("add");
   Tensor out = map2("add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);
   return record("AddBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a + b, so da = dout and db = dout (summed where broadcast)
@@ -170,6 +173,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("sub");
   Tensor out = map2("sub", a, b, [](auto x, auto y) { return x - y; }, /*allow_int=*/true);
   return record("SubBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a - b, so da = dout and db = -dout
@@ -179,6 +183,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
+  profiler::RecordFunction rec("add");
   if (int_with_fraction(a, b)) return add(a.to(kFloat32), b);
   Tensor out = map1("add", a, [b](auto x) { return x + c<decltype(x)>(b); }, true);
   return record("AddBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
@@ -188,6 +193,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor sub(const Tensor& a, double b) {
+  profiler::RecordFunction rec("sub");
   if (int_with_fraction(a, b)) return sub(a.to(kFloat32), b);
   Tensor out = map1("sub", a, [b](auto x) { return x - c<decltype(x)>(b); }, true);
   return record("SubBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
@@ -197,6 +203,7 @@ Tensor sub(const Tensor& a, double b) {
 }
 
 Tensor sub(double a, const Tensor& b) {
+  profiler::RecordFunction rec("sub");
   if (int_with_fraction(b, a)) return sub(a, b.to(kFloat32));
   Tensor out = map1("rsub", b, [a](auto y) { return c<decltype(y)>(a) - y; }, true);
   return record("RsubBackward1", out, {b}, [](const Tensor& dout, Grads& grads) {
@@ -206,6 +213,7 @@ Tensor sub(double a, const Tensor& b) {
 }
 
 Tensor neg(const Tensor& a) {
+  profiler::RecordFunction rec("neg");
   Tensor out = map1("neg", a, [](auto x) { return -x; }, true);
   return record("NegBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass out = -a, so da = -dout
@@ -215,6 +223,7 @@ Tensor neg(const Tensor& a) {
 
 // ---------------------------------------------------------------- mul / div
 Tensor mul(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("mul");
   Tensor out = map2("mul", a, b, [](auto x, auto y) { return x * y; }, /*allow_int=*/true);
   // each input's gradient needs only the other input: save just that
   return record("MulBackward0", out, {a, b},
@@ -227,6 +236,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
+  profiler::RecordFunction rec("mul");
   if (int_with_fraction(a, b)) return mul(a.to(kFloat32), b);
   Tensor out = map1("mul", a, [b](auto x) { return x * c<decltype(x)>(b); }, true);
   return record("MulBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
@@ -236,6 +246,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("div");
   if (a.dtype() == kInt64 && b.dtype() == kInt64) return div(a.to(kFloat32), b.to(kFloat32));
   Tensor out = map2("div", a, b, [](auto x, auto y) { return x / y; });
   return record("DivBackward0", out, {a, b},
@@ -251,6 +262,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, double b) {
+  profiler::RecordFunction rec("div");
   if (a.dtype() == kInt64) return div(a.to(kFloat32), b);  // true division, as torch
   Tensor out = map1("div", a, [b](auto x) { return x / c<decltype(x)>(b); });
   return record("DivBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
@@ -261,6 +273,7 @@ Tensor div(const Tensor& a, double b) {
 
 // torch computes 2 / x as x.reciprocal() * 2, hence its MulBackward0 name.
 Tensor div(double a, const Tensor& b) {
+  profiler::RecordFunction rec("div");
   if (b.dtype() == kInt64) return div(a, b.to(kFloat32));
   Tensor out = map1("div", b, [a](auto y) { return c<decltype(y)>(a) / y; });
   return record("MulBackward0", out, {b}, [a, bs = save(b)](const Tensor& dout, Grads& grads) {
@@ -273,6 +286,7 @@ Tensor div(double a, const Tensor& b) {
 
 // ---------------------------------------------------------------- pow
 Tensor pow(const Tensor& a, double e) {
+  profiler::RecordFunction rec("pow");
   // the exponents torch special-cases (pow_tensor_scalar_optimized_kernel), same results
   Tensor out;
   if (e == 2.0) out = map1("pow", a, [](auto x) { return x * x; });
@@ -298,6 +312,7 @@ Tensor pow(const Tensor& a, double e) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
+  profiler::RecordFunction rec("pow");
   Tensor out = map2("pow", a, exponent, [](auto x, auto y) { return std::pow(x, y); });
   return record("PowBackward1", out, {a, exponent},
                 [sa = a.shape(), sb = exponent.shape(), as = save(a), bs = save(exponent),
@@ -321,6 +336,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 
 // ---------------------------------------------------------------- unary math
 Tensor exp(const Tensor& a) {
+  profiler::RecordFunction rec("exp");
   Tensor out = map1_simd("exp", a, [](auto x) { using std::exp; return exp(x); });
   return record("ExpBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = exp(a), so da = dout * y
@@ -329,6 +345,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
+  profiler::RecordFunction rec("log");
   Tensor out = map1_simd("log", a, [](auto x) { using std::log; return log(x); });
   return record("LogBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = log(a), so da = dout / a
@@ -337,6 +354,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
+  profiler::RecordFunction rec("sqrt");
   Tensor out = map1_simd("sqrt", a, [](auto x) { using std::sqrt; return sqrt(x); });
   return record("SqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = sqrt(a), so da = dout / (2 y)
@@ -346,6 +364,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor rsqrt(const Tensor& a) {
+  profiler::RecordFunction rec("rsqrt");
   Tensor out = map1_simd("rsqrt", a, [](auto x) { using std::sqrt; return decltype(x)(1) / sqrt(x); });
   return record("RsqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = a^(-1/2), so da = -dout * y^3 / 2
@@ -355,6 +374,7 @@ Tensor rsqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
+  profiler::RecordFunction rec("tanh");
   Tensor out = map1_simd("tanh", a, [](auto x) { using std::tanh; return tanh(x); });
   return record("TanhBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = tanh(a), so da = dout * (1 - y^2)
@@ -364,6 +384,7 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
+  profiler::RecordFunction rec("abs");
   Tensor out = map1("abs", a, [](auto x) { return x < decltype(x)(0) ? -x : x; }, true);
   return record("AbsBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = |a|, so da = dout * sign(a) (0 at a == 0)
@@ -375,6 +396,7 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  profiler::RecordFunction rec("clamp");
   if (!min && !max) fail("clamp", "at least one of min and max must be given (tensor of shape ", a.shape(), ")");
   const bool has_lo = min.has_value(), has_hi = max.has_value();
   double lo = min.value_or(0.0), hi = max.value_or(0.0);
@@ -401,6 +423,7 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
 // ---------------------------------------------------------------- maximum / minimum / where
 // NaN propagates; on ties the gradient is split half/half, as torch does.
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("maximum");
   Tensor out = map2("maximum", a, b, [](auto x, auto y) { return (x > y || x != x) ? x : y; }, true);
   return record("MaximumBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
@@ -420,6 +443,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("minimum");
   Tensor out = map2("minimum", a, b, [](auto x, auto y) { return (x < y || x != x) ? x : y; }, true);
   return record("MinimumBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
@@ -450,6 +474,7 @@ Tensor select_where(const Tensor& cond, const Tensor& a, const Tensor& b, const 
 }  // namespace
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("where");
   if (cond.dtype() != kBool)
     fail("where", "the condition must be a bool tensor, got ", dtype_name(cond.dtype()), " of shape ",
          cond.shape(), " (compare first, e.g. where(x > 0, a, b))");
@@ -469,10 +494,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 // torch.where with a number for a branch: the number becomes a 0-d tensor of the other
 // branch's dtype (float32 when an int64 branch meets a fraction, as add() does).
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  profiler::RecordFunction rec("where");
   if (int_with_fraction(a, b)) return where(cond, a.to(kFloat32), b);
   return where(cond, a, scalar_tensor(b, a.dtype()));
 }
 Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  profiler::RecordFunction rec("where");
   if (int_with_fraction(b, a)) return where(cond, a, b.to(kFloat32));
   return where(cond, scalar_tensor(a, b.dtype()), b);
 }
@@ -520,6 +547,7 @@ Tensor gt(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) {
 Tensor ge(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x >= y; }); }
 
 Tensor logical_not(const Tensor& a) {
+  profiler::RecordFunction rec("logical_not");
   return kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     return map_typed<bool>(kBool, a.shape(), {a}, [](T x) { return x == T(0); }, types<T>{});

@@ -14,6 +14,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -102,6 +103,7 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape,
 // ---------------------------------------------------------------- gather
 
 Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
+  profiler::RecordFunction rec("gather");
   const int64_t d = kernels::wrap_dim("gather", dim, a.shape());
   const std::vector<int64_t> idx = checked_index("gather", a, d, index, nullptr);
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
@@ -125,6 +127,7 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
 // ---------------------------------------------------------------- scatter_add
 
 Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src) {
+  profiler::RecordFunction rec("scatter_add");
   const int64_t d = kernels::wrap_dim("scatter_add", dim, a.shape());
   if (src.dtype() != a.dtype())
     fail("scatter_add", "src (", dtype_name(src.dtype()), ", shape ", src.shape(),
@@ -158,6 +161,7 @@ Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& 
 // ---------------------------------------------------------------- masked_select
 
 Tensor masked_select(const Tensor& a, const Tensor& mask) {
+  profiler::RecordFunction rec("masked_select");
   if (!mask.defined() || mask.dtype() != kBool)
     fail("masked_select", "expected a bool mask, got ",
          mask.defined() ? dtype_name(mask.dtype()) : "an undefined tensor", " (input ", a.shape(),
@@ -377,6 +381,7 @@ Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& value
 }
 
 Tensor index_put(const Tensor& a, const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
+  profiler::RecordFunction rec("index_put");
   return a.index_put(indices, values, accumulate);
 }
 

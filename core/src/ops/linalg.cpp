@@ -26,6 +26,7 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -256,6 +257,7 @@ Shape batch_shape(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("matmul");
   check_float_pair("matmul", a, b);
   if (a.dim() == 0 || b.dim() == 0)
     fail("matmul", "both arguments need at least 1 dimension, got shapes ", a.shape(), " and ",
@@ -333,6 +335,7 @@ Tensor bias_grad(const Tensor& dout, int64_t features) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  profiler::RecordFunction rec("linear");
   check_float_pair("linear", x, weight);
   if (weight.dim() != 2)
     fail("linear", "weight must be 2-D (out_features, in_features), got shape ", weight.shape());
@@ -392,6 +395,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // ---------------------------------------------------------------- outer
 
 Tensor outer(const Tensor& a, const Tensor& b) {
+  profiler::RecordFunction rec("outer");
   if (a.dim() != 1 || b.dim() != 1)
     fail("outer", "expects two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
   if (a.dtype() != b.dtype())
@@ -413,6 +417,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 // ---------------------------------------------------------------- norm
 
 Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("norm");
   if (!a.is_floating_point())
     fail("norm", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
   if (!(p > 0.0))

@@ -19,6 +19,7 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/random.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -49,6 +50,7 @@ void check_dropout_p(const char* op, double p) {
 }
 
 Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
+  profiler::RecordFunction rec("dropout");
   check_dropout_p("dropout", p);
   if (!training || p == 0.0) return a;
   kernels::dispatch_float(a.dtype(), "dropout", [](auto) {});
@@ -95,6 +97,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
 
 // ---------------------------------------------------------------- embedding
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  profiler::RecordFunction rec("embedding");
   if (weight.dim() != 2)
     fail("embedding", "weight must be 2-D (num_embeddings, embedding_dim), got shape ", weight.shape());
   if (indices.dtype() != kInt64)
@@ -189,6 +192,7 @@ void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm
 // layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  profiler::RecordFunction rec("layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   if (k == 0) fail("layer_norm", "normalized_shape must have at least one dim, got ", normalized_shape);
   const Shape& xs = x.shape();
@@ -421,6 +425,7 @@ void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) 
 }  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  profiler::RecordFunction rec("cross_entropy");
   const char* op = "cross_entropy";
   if (input.dim() == 0)
     fail(op, "input must have a class dim: (C), (N, C) or (N, C, d1, ...), got shape ", input.shape());
@@ -443,6 +448,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 
 Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOptions& options) {
+  profiler::RecordFunction rec("cross_entropy_last_dim");
   const char* op = "cross_entropy_last_dim";
   if (logits.dim() == 0)
     fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
@@ -458,6 +464,7 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
 // mean((input - target)^2). Shapes must match exactly: torch broadcasts them with a warning,
 // which is almost always a bug ((N, 1) against (N) gives an (N, N) loss), so xgrad throws.
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  profiler::RecordFunction rec("mse_loss");
   check_same_dtype("mse_loss", "input/target", input, target);
   if (input.shape() != target.shape())
     fail("mse_loss", "input of shape ", input.shape(), " and target of shape ", target.shape(),

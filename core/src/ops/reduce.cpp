@@ -19,6 +19,7 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -313,6 +314,7 @@ Tensor keepdim_view(const Tensor& dout, const Shape& in_shape, const std::vector
 
 // ---------------------------------------------------------------- sum / mean
 Tensor sum(const Tensor& a, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("sum");
   const std::vector<bool> mask = reduced_mask("sum", a.shape(), dims);
   Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
   const char* name = dims.empty() && !keepdim ? "SumBackward0" : "SumBackward1";
@@ -325,6 +327,7 @@ Tensor sum(const Tensor& a, Dims dims, Flag keepdim) {
 Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
 Tensor mean(const Tensor& a, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("mean");
   if (!a.is_floating_point())
     fail("mean", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
          a.shape(), " (convert with .to(kFloat32) first)");
@@ -348,6 +351,7 @@ Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 
 // ---------------------------------------------------------------- var
 Tensor var(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
+  profiler::RecordFunction rec("var");
   if (!a.is_floating_point())
     fail("var", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
   const std::vector<bool> mask = reduced_mask("var", a.shape(), dims);
@@ -374,6 +378,7 @@ Tensor var(const Tensor& a, Flag unbiased) { return var(a, {}, unbiased, false);
 
 // ---------------------------------------------------------------- std
 Tensor std(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
+  profiler::RecordFunction rec("std");
   if (!a.is_floating_point())
     fail("std", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
   const std::vector<bool> mask = reduced_mask("std", a.shape(), dims);
@@ -412,6 +417,7 @@ Tensor split_among_ties(const Tensor& x, const Tensor& value_keep, const Tensor&
 }  // namespace
 
 Tensor max(const Tensor& a) {
+  profiler::RecordFunction rec("max");
   const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("max", "expected a non-empty tensor, got shape ", a.shape());
   Tensor out = extreme_values<MaxOp>("max", a, mask, {});
@@ -423,6 +429,7 @@ Tensor max(const Tensor& a) {
 }
 
 Tensor min(const Tensor& a) {
+  profiler::RecordFunction rec("min");
   const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("min", "expected a non-empty tensor, got shape ", a.shape());
   Tensor out = extreme_values<MinOp>("min", a, mask, {});
@@ -434,6 +441,7 @@ Tensor min(const Tensor& a) {
 }
 
 Tensor amax(const Tensor& a, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("amax");
   const std::vector<bool> mask = reduced_mask("amax", a.shape(), dims);
   Tensor out = extreme_values<MaxOp>("amax", a, mask, reduced_shape(a.shape(), mask, keepdim));
   return record("AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
@@ -445,6 +453,7 @@ Tensor amax(const Tensor& a, Dims dims, Flag keepdim) {
 }
 
 Tensor amin(const Tensor& a, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("amin");
   const std::vector<bool> mask = reduced_mask("amin", a.shape(), dims);
   Tensor out = extreme_values<MinOp>("amin", a, mask, reduced_shape(a.shape(), mask, keepdim));
   return record("AminBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
@@ -575,16 +584,20 @@ ValuesIndices min(const Tensor& a, Int dim, Flag keepdim) {
 }
 
 Tensor argmax(const Tensor& a, Int dim, Flag keepdim) {
+  profiler::RecordFunction rec("argmax");
   return arg_reduce<true>("argmax", a, dim, keepdim).indices;
 }
 Tensor argmin(const Tensor& a, Int dim, Flag keepdim) {
+  profiler::RecordFunction rec("argmin");
   return arg_reduce<false>("argmin", a, dim, keepdim).indices;
 }
 Tensor argmax(const Tensor& a) {
+  profiler::RecordFunction rec("argmax");
   if (a.numel() == 0) fail("argmax", "expected a non-empty tensor, got shape ", a.shape());
   return arg_reduce<true>("argmax", a.reshape({-1}), 0, false).indices;
 }
 Tensor argmin(const Tensor& a) {
+  profiler::RecordFunction rec("argmin");
   if (a.numel() == 0) fail("argmin", "expected a non-empty tensor, got shape ", a.shape());
   return arg_reduce<false>("argmin", a.reshape({-1}), 0, false).indices;
 }

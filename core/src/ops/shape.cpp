@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -54,6 +55,7 @@ int64_t prod(const Shape& s, int64_t begin, int64_t end) {
 // ---------------------------------------------------------------- cat / stack
 
 Tensor cat(const std::vector<Tensor>& tensors, Int dim) {
+  profiler::RecordFunction rec("cat");
   if (tensors.empty()) fail("cat", "expected a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].defined()) fail("cat", "tensor ", i, " of the list is undefined");
@@ -112,6 +114,7 @@ Tensor cat(const std::vector<Tensor>& tensors, Int dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
+  profiler::RecordFunction rec("stack");
   if (tensors.empty()) fail("stack", "expected a non-empty list of tensors");
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) fail("stack", "tensor ", i, " of the list is undefined");
@@ -143,6 +146,7 @@ Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
 // The pieces are narrow() views of `a` (zero-copy; their backward is narrow's).
 
 std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
+  profiler::RecordFunction rec("split");
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
   const int64_t d = wrap("split", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
@@ -159,6 +163,7 @@ std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, Int dim) {
+  profiler::RecordFunction rec("split");
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
   const int64_t d = wrap("split", dim, a.dim(), a.shape());
   int64_t total = 0;
@@ -179,6 +184,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, In
 }
 
 std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
+  profiler::RecordFunction rec("chunk");
   if (a.dim() == 0) fail("chunk", "expects at least a 1-dimensional tensor, got shape []");
   if (chunks <= 0) fail("chunk", "expects `chunks` to be greater than 0, got ", chunks, " (shape ", a.shape(), ")");
   const int64_t d = wrap("chunk", dim, a.dim(), a.shape());
@@ -193,6 +199,7 @@ std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
 // ---------------------------------------------------------------- index_select
 
 Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
+  profiler::RecordFunction rec("index_select");
   if (index.dtype() != kInt64)
     fail("index_select", "index must be an int64 tensor, got ", dtype_name(index.dtype()),
          " of shape ", index.shape(), " (use index.to(kInt64))");
@@ -293,6 +300,7 @@ Tensor zero_where(const Tensor& dout, const Tensor& mask) {
 }  // namespace
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  profiler::RecordFunction rec("masked_fill");
   check_mask("masked_fill", mask);
   const Shape out_shape = kernels::broadcast_shapes("masked_fill", a.shape(), mask.shape());
   Tensor out = empty(out_shape, a.dtype());
@@ -434,6 +442,7 @@ Tensor roll_values(const Tensor& a, const Shape& shifts, const Shape& dims) {
 }  // namespace
 
 Tensor roll(const Tensor& a, Dims shifts, Dims dims) {
+  profiler::RecordFunction rec("roll");
   if (shifts.empty()) fail("roll", "expected at least one shift (shape ", a.shape(), ")");
   if (dims.empty() ? shifts.size() != 1 : shifts.size() != dims.size())
     fail("roll", "shifts ", Shape(shifts), " and dims ", Shape(dims),

@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad {
 
@@ -94,6 +95,7 @@ Tensor view_as_shape(const Tensor& self, const Shape& shape, const Shape& stride
 }  // namespace
 
 Tensor Tensor::view(Shape requested) const {
+  profiler::RecordFunction rec("view");
   const Shape new_shape = infer_shape("view", shape(), std::move(requested));
   auto st = view_strides(shape(), strides(), new_shape);
   if (!st)
@@ -110,12 +112,14 @@ Tensor Tensor::view(Shape requested) const {
 }
 
 Tensor Tensor::reshape(Shape requested) const {
+  profiler::RecordFunction rec("reshape");
   const Shape new_shape = infer_shape("reshape", shape(), std::move(requested));
   if (view_strides(shape(), strides(), new_shape)) return view(new_shape);
   return clone().view(new_shape);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  profiler::RecordFunction rec("flatten");
   if (dim() == 0) return reshape({1});
   const int64_t s = wrap("flatten", start_dim, dim(), shape());
   const int64_t e = wrap("flatten", end_dim, dim(), shape());
@@ -127,6 +131,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  profiler::RecordFunction rec("transpose");
   const int64_t a = wrap("transpose", dim0, dim(), shape());
   const int64_t b = wrap("transpose", dim1, dim(), shape());
   if (dim() == 0) return *this;
@@ -147,6 +152,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(Shape dims) const {
+  profiler::RecordFunction rec("permute");
   if (static_cast<int64_t>(dims.size()) != dim())
     fail("permute", "got ", dims.size(), " dims ", dims, " for a tensor of shape ", shape());
   Shape sh(dims.size()), st(dims.size()), inverse(dims.size());
@@ -175,6 +181,7 @@ static Tensor scatter_into_zeros(const Tensor& dout, const Shape& in_shape,
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  profiler::RecordFunction rec("slice");
   if (dim() == 0) fail("slice", "cannot slice a 0-d tensor");
   d = wrap("slice", d, dim(), shape());
   if (step <= 0) fail("slice", "step must be positive, got ", step);
@@ -201,6 +208,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  profiler::RecordFunction rec("narrow");
   d = wrap("narrow", d, dim(), shape());
   const int64_t n = shape()[d];
   if (start < 0) start += n;
@@ -211,6 +219,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  profiler::RecordFunction rec("select");
   if (dim() == 0) fail("select", "cannot index a 0-d tensor");
   d = wrap("select", d, dim(), shape());
   const int64_t n = shape()[d];
@@ -232,6 +241,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  profiler::RecordFunction rec("unsqueeze");
   d = wrap("unsqueeze", d, dim() + 1, shape());
   Shape sh = shape(), st = strides();
   int64_t new_stride = 1;  // torch: size * stride of the dim it goes before (any value works)
@@ -261,12 +271,14 @@ static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop, co
 }
 
 Tensor Tensor::squeeze() const {
+  profiler::RecordFunction rec("squeeze");
   std::vector<bool> drop(dim());
   for (int64_t d = 0; d < dim(); ++d) drop[d] = shape()[d] == 1;
   return squeeze_dims(*this, drop, "SqueezeBackward0");
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  profiler::RecordFunction rec("squeeze");
   if (dim() == 0) return *this;
   d = wrap("squeeze", d, dim(), shape());
   std::vector<bool> drop(dim(), false);
@@ -275,6 +287,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::expand(Shape target) const {
+  profiler::RecordFunction rec("expand");
   if (static_cast<int64_t>(target.size()) < dim())
     fail("expand", "the number of sizes ", target, " must be >= the tensor's dims (shape ", shape(), ")");
   const std::size_t lead = target.size() - shape().size();

@@ -8,7 +8,8 @@
 //   attention.h    SelfAttention, CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention,
 //                  MHLinear
 //   transformer.h  GPTConfig, FeedForward, TransformerBlock
-//   gpt.h          GPTModel
+//   sampling.h     SamplingOptions, sample_token: the next token from a row of logits
+//   gpt.h          GPTModel, KVCache, GPTModel::generate
 //   loss.h         CrossEntropyLoss, MSELoss
 //   clip_grad.h    nn::utils::clip_grad_norm_, clip_grad_value_
 #pragma once
@@ -19,6 +20,7 @@
 #include "xgrad/nn/layers.h"
 #include "xgrad/nn/attention.h"
 #include "xgrad/nn/transformer.h"
+#include "xgrad/nn/sampling.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/nn/loss.h"
 #include "xgrad/nn/clip_grad.h"

@@ -58,11 +58,23 @@ class MultiHeadAttentionWrapper : public Module {
   ModuleHolder<ModuleList> heads;  // of CausalAttention
 };
 
+// One attention layer's keys and values of the tokens seen so far, (b, num_heads, T_cached,
+// head_dim) each, for generation (GPTModel::generate); empty until the first call.
+struct LayerKVCache {
+  Tensor keys, values;
+  int64_t size() const { return keys.defined() ? keys.size(2) : 0; }  // tokens cached
+};
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
                      int64_t num_heads, bool qkv_bias = false);
   Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, d_out)
+  // The same for x's tokens following the cache.size() tokens in `cache` (the book's KV
+  // cache, ch04/03_kv-cache): their keys and values are appended to the cache, their queries
+  // attend to every cached key and causally among themselves. cache.size() + T must not
+  // exceed context_length.
+  Tensor forward(const Tensor& x, LayerKVCache& cache);
   std::string name() const override { return "MultiHeadAttention"; }
 
   int64_t d_out;

@@ -92,6 +92,11 @@ class Module {
   // Buffers are saved in state_dict() (unless persistent is false) and converted by to(),
   // but never trained.
   Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // Points the already registered parameter `name` at another module's parameter, as torch's
+  // `model.out_head.weight = model.tok_emb.weight` does (weight tying): afterwards both paths
+  // name one tensor, which parameters() lists once and state_dict() under both names. The
+  // shapes must match. Returns `tensor`; assign it to the member too.
+  Tensor set_parameter(const std::string& name, Tensor tensor);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     static_assert(std::is_base_of_v<Module, M>, "register_module needs a Module subclass");
@@ -128,7 +133,8 @@ class Module {
   // (detached); a module reachable by two paths appears under both, as in torch.
   // See StateDict::clone().
   StateDict state_dict() const;
-  // Copies every tensor of `state` into the module in place (no grad recorded). Missing and
+  // Copies every tensor of `state` into the module in place (no grad recorded). A tied
+  // parameter (set_parameter) loads from either of its names: the other is not missing. Missing and
   // unexpected keys (when strict), shape and dtype-kind mismatches are all reported together
   // in one xgrad::Error, and then nothing has been modified.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);

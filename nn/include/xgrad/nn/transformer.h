@@ -28,6 +28,7 @@ struct GPTConfig {
   int64_t n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;
+  bool tie_weights = false;       // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
 
   // Every field once, by name, in declaration order: f("vocab_size", &GPTConfig::vocab_size),
   // ... What saves, loads, compares or prints a config walks this list, so a new field is
@@ -41,6 +42,7 @@ struct GPTConfig {
     f("n_layers", &GPTConfig::n_layers);
     f("drop_rate", &GPTConfig::drop_rate);
     f("qkv_bias", &GPTConfig::qkv_bias);
+    f("tie_weights", &GPTConfig::tie_weights);
   }
   bool operator==(const GPTConfig&) const = default;
 };
@@ -62,6 +64,8 @@ class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const GPTConfig& cfg);
   Tensor forward(const Tensor& x) override;  // (b, T, emb) -> (b, T, emb)
+  // The same with att's keys and values cached (MultiHeadAttention::forward(x, cache)).
+  Tensor forward(const Tensor& x, LayerKVCache& cache);
   ModuleHolder<MultiHeadAttention> att;
   ModuleHolder<FeedForward> ff;
   ModuleHolder<LayerNorm> norm1;
