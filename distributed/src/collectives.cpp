@@ -115,6 +115,12 @@ void destroy_process_group() {
   MPI_Finalize();
 }
 
+void abort_process_group(int errorcode) {
+  require_init("abort_process_group");
+  MPI_Abort(MPI_COMM_WORLD, errorcode);
+  std::abort();  // MPI_Abort does not return; this is for the compiler
+}
+
 int get_rank() {
   require_init("get_rank");
   int r = 0;

@@ -1,6 +1,7 @@
 // examples/train_lm/trainer.cpp: see trainer.h. The commands (run_train, run_generate) are
 // in commands.cpp.
 #include "trainer.h"
+#include "world.h"
 
 #include <spdlog/spdlog.h>
 
@@ -117,8 +118,9 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   o_.model.vocab_size = corpus_.tokenizer.vocab_size();
   validate_model(o_.model, /*with_vocab=*/true);
   xgrad::manual_seed(o_.seed);
-  model_ = std::make_unique<nn::GPTModel>(o_.model);
+  model_ = std::make_shared<nn::GPTModel>(o_.model);
   model_->train();
+  forward_ = data_parallel(model_);  // mpirun -np N: rank 0's weights on every rank (world.h)
 
   // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
   std::vector<Tensor> decay, no_decay;
@@ -321,11 +323,11 @@ double Trainer::estimate_loss(const std::string& split) {
   xgrad::NoGradGuard no_grad;
   double total = 0;
   for (int64_t i = 0; i < o_.eval_iters; ++i) {
-    Batch b = batches.next();
+    Batch b = world_shard(batches.next());  // the batch is shared by the ranks
     total += xgrad::cross_entropy_last_dim((*model_)(b.x), b.y).item();
   }
   model_->train(was_training);
-  return total / static_cast<double>(o_.eval_iters);
+  return mean_over_world(total / static_cast<double>(o_.eval_iters));
 }
 
 TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
@@ -353,7 +355,8 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         stopped_early = true;
         break;
       }
-      if (o_.time_budget > 0 && since_start() >= o_.time_budget) {
+      // one decision for all ranks (their clocks differ)
+      if (any_over_world(o_.time_budget > 0 && since_start() >= o_.time_budget)) {
         stopped_early = true;
         r.time_budget_hit = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
@@ -362,11 +365,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       }
       const auto t0 = clock::now();
       const double lr = opt_->lr(0);
-      Batch b = train_batches_.next();
+      Batch b = world_shard(train_batches_.next());  // this rank's rows of the global batch
       phase = "forward pass";
-      Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+      Tensor logits = (*forward_)(b.x);               // (B / ranks, T, vocab)
       Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
-      const double loss_v = loss.item();
+      const double loss_v = mean_over_world(loss.item());  // the global batch's loss
       if (!std::isfinite(loss_v)) {
         r.nan_stop = true;
         say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
@@ -404,7 +407,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
                       static_cast<long long>(step_), train_l, val_l, lr);
         say(buf);
-        if (o_.sample_length > 0) {
+        if (o_.sample_length > 0 && world().is_main()) {
           // a fixed first character; sample_gen keeps the training streams untouched
           std::vector<int64_t> prompt = {corpus_.split.val.front()};
           auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
@@ -415,9 +418,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       if (metrics) metrics->append(row);
       if (eval_now) {
         phase = "checkpoint save";
-        r.last_checkpoint = save();
+        if (world().is_main()) {  // the ranks hold the same state: rank 0 writes it
+          r.last_checkpoint = save();
+          say("saved checkpoint " + r.last_checkpoint->string());
+        }
         last_saved = step_;
-        say("saved checkpoint " + r.last_checkpoint->string());
       }
     }
   } catch (const std::bad_alloc&) {
@@ -432,7 +437,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
                 o_.batch_size, ", --context-length ", o_.model.context_length,
                 "); lower --batch-size or --context-length");
   }
-  if (stopped_early && last_saved != step_ && !r.history.empty()) {
+  if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) {
     r.last_checkpoint = save();
     say("saved checkpoint " + r.last_checkpoint->string());
   }

@@ -40,6 +40,10 @@ void destroy_process_group();
 // The world size the launcher announced (1 when none).
 int launcher_world_size();
 
+// Ends every process of the job with `errorcode` (MPI_Abort): for an error on one rank that
+// would leave the others waiting in a collective. Not in torch (there the launcher does it).
+[[noreturn]] void abort_process_group(int errorcode);
+
 int get_rank();        // this process, 0 .. world_size - 1
 int get_world_size();  // number of processes in the group
 void barrier();
