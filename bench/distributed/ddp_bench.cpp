@@ -113,12 +113,17 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     const double step = median(times);
     int64_t bucket_bytes = 0;
-    for (int64_t b : ddp.bucket_bytes()) bucket_bytes += b;
+    std::string sizes;
+    for (int64_t b : ddp.bucket_bytes()) {
+      bucket_bytes += b;
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+    }
     std::printf("{\"impl\": \"xgrad\", \"config\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                 "\"global_batch\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-                "\"params\": %lld, \"buckets\": %zu, \"bucket_bytes\": %lld, \"allreduce_ms\": %.3f}\n",
+                "\"params\": %lld, \"buckets\": %zu, \"bucket_bytes\": %lld, \"bucket_sizes\": [%s], "
+                "\"allreduce_ms\": %.3f}\n",
                 config.c_str(), n, threads, (long long)B, step * 1e3, double(B * T) / step,
-                (long long)model->num_parameters(), ddp.bucket_bytes().size(), (long long)bucket_bytes,
+                (long long)model->num_parameters(), ddp.bucket_bytes().size(), (long long)bucket_bytes, sizes.c_str(),
                 n > 1 ? median(reduce_times) * 1e3 : 0.0);
   }
   dist::destroy_process_group();

@@ -99,7 +99,7 @@ int train_in_world(TrainOptions o) {
     }
     if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
     if (auto problem = launch_problem(built_with_mpi(), launcher_world_size(), o.batch_size)) {
-      if (world().is_main()) spdlog::error("{}", *problem);
+      if (world().is_main() && launcher_rank() == 0) spdlog::error("{}", *problem);  // once
       leave_world();  // every rank finds the same problem: a clean end, no abort
       return 2;
     }

@@ -30,6 +30,12 @@ int launcher_world_size() {
   return 1;
 }
 
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
 bool built_with_mpi() {
 #ifdef TRAIN_LM_WITH_MPI
   return true;

@@ -29,6 +29,9 @@ const World& world();
 // The number of processes an MPI launcher started (its environment: OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE, PMIX_SIZE, SLURM_NTASKS), 1 when none.
 int launcher_world_size();
+// This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+// SLURM_PROCID), 0 when none: who speaks for a build without MPI under mpirun.
+int launcher_rank();
 // Whether this build can train on several processes (xgrad::distributed was built).
 bool built_with_mpi();
 
