@@ -105,8 +105,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     NoGradGuard no_grad;
     for (Tensor p : module_->parameters()) broadcast(p, 0);
     if (options_.broadcast_buffers)
-      for (Tensor b : module_->buffers())
-        if (b.dtype() != DType::Bool) broadcast(b, 0);
+      for (Tensor b : module_->buffers()) {
+        if (b.dtype() != DType::Bool) {
+          broadcast(b, 0);
+          continue;
+        }
+        // bool buffers (attention masks) as bytes: the collectives' dtypes exclude bool
+        Tensor bytes = b.contiguous();
+        if (MPI_Bcast(bytes.raw_data_ptr(), static_cast<int>(bytes.numel()), MPI_BYTE, 0,
+                      MPI_COMM_WORLD) != MPI_SUCCESS)
+          fail("DistributedDataParallel", "broadcasting a bool buffer of shape ", b.shape(), " failed");
+        if (bytes.impl() != b.impl()) b.copy_(bytes);
+      }
   }
   reducer_ = std::make_shared<Reducer>(trainable, options_.bucket_cap_mb);
   anchor_leaf_ = zeros({});

@@ -58,7 +58,7 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor);
 
 struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25.0;    // torch's default: gradients are reduced in ~25 MB buckets
-  bool broadcast_buffers = true;  // buffers from rank 0 at construction (and each forward)
+  bool broadcast_buffers = true;  // buffers from rank 0 at construction (as torch's first sync)
 };
 
 // torch.nn.parallel.DistributedDataParallel. Holds the module as its child "module" (so
