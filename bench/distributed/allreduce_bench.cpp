@@ -4,8 +4,8 @@
 //
 //   mpirun -np 2 build/bench/distributed/allreduce_bench [--mca ...]
 //
-// Per size: best of --reps timed repetitions, each the mean over enough iterations to take
-// about 20 ms (at least 5), after one untimed warm-up. Prints one line per size (rank 0):
+// Per size: best of --reps timed repetitions (the two paths alternating), each the mean over
+// enough calls to take about 20 ms (at least 5), after an untimed warm-up. Prints one line per size (rank 0):
 // bytes, then per path the time per call (us), the algorithm bandwidth (bytes / time, GB/s)
 // and the bus bandwidth (algbw * 2 (n - 1) / n, what each rank's link carries; nccl-tests'
 // convention).
@@ -27,26 +27,26 @@ namespace {
 
 double now() { return MPI_Wtime(); }
 
-// best over reps of the mean seconds per call of f
+// How many calls of f take about 20 ms (rank 0 decides, everyone follows); after a warm-up.
 template <class F>
-double time_per_call(F&& f, int reps) {
-  f();  // warm-up
-  // how many iterations take ~20 ms: rank 0 decides, everyone follows
-  double t0 = now();
+int calibrate(F&& f) {
+  f();
+  const double t0 = now();
   f();
   double one = now() - t0;
   MPI_Bcast(&one, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  const int iters = std::max(5, static_cast<int>(0.02 / std::max(one, 1e-7)));
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
-    for (int i = 0; i < iters; ++i) f();
-    double t = (now() - start) / iters;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the slowest rank
-    best = std::min(best, t);
-  }
-  return best;
+  return std::max(5, static_cast<int>(0.02 / std::max(one, 1e-7)));
+}
+
+// The mean seconds per call over `iters` calls, as the slowest rank saw it.
+template <class F>
+double mean_time(F&& f, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = now();
+  for (int i = 0; i < iters; ++i) f();
+  double t = (now() - start) / iters;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
 }
 
 }  // namespace
@@ -66,10 +66,16 @@ int main(int argc, char** argv) {
     const int64_t count = bytes / 4;
     xgrad::Tensor t = xgrad::zeros({count});  // zeros: the sums stay finite
     std::vector<float> raw(static_cast<std::size_t>(count), 0.0f);
-    const double tx = time_per_call([&] { dist::all_reduce(t); }, reps);
-    const double tm = time_per_call([&] {
+    auto xgrad_call = [&] { dist::all_reduce(t); };
+    auto mpi_call = [&] {
       MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }, reps);
+    };
+    const int iters_x = calibrate(xgrad_call), iters_m = calibrate(mpi_call);
+    double tx = 1e30, tm = 1e30;
+    for (int r = 0; r < reps; ++r) {  // alternating, so both see the same machine load
+      tx = std::min(tx, mean_time(xgrad_call, iters_x));
+      tm = std::min(tm, mean_time(mpi_call, iters_m));
+    }
     const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
     if (main_rank)
       std::printf("  %10lld | %10.1f %8.3f %8.3f | %10.1f %8.3f %8.3f\n", static_cast<long long>(bytes),

@@ -32,7 +32,7 @@ echo "# raw results: $out" >&2
 for rep in $(seq 1 "$reps"); do
   echo "# repetition $rep/$reps, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   for btl in vader tcp; do
-    "${mpirun[@]}" -np 2 --mca btl "self,$btl" "$build/bench/distributed/allreduce_bench" --reps 3 |
+    "${mpirun[@]}" -np 2 --mca btl "self,$btl" "$build/bench/distributed/allreduce_bench" --reps 5 |
       sed "s/^/$btl /" >> "$out.allreduce"
   done
   for c in ${configs//,/ }; do
