@@ -78,21 +78,24 @@ case "$case_name" in
     run 2 "${common[@]}" --steps 100000 --eval-interval 3 --checkpoint-dir ck > log 2>&1 &
     launcher=$!
     for _ in $(seq 1 600); do [[ -e ck/latest ]] && break; sleep 0.1; done
-    [[ -e ck/latest ]] || { cat log; kill "$launcher"; fail "no checkpoint after 60 s"; }
+    # this job's processes: the launcher's descendants (other tests may run their own ranks)
+    descendants() { local p; for p in $(pgrep -P "$1" || true); do echo "$p"; descendants "$p"; done; }
+    stop_job() { kill $(descendants "$launcher") "$launcher" 2>/dev/null || true; }
+    [[ -e ck/latest ]] || { cat log; stop_job; fail "no checkpoint after 60 s"; }
     victim=""
-    for pid in $(pgrep -P "$launcher" -f train_lm; pgrep -f "$train_lm" || true); do
+    for pid in $(descendants "$launcher"); do
       if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
         victim=$pid
         break
       fi
     done
-    [[ -n $victim ]] || { kill "$launcher"; fail "rank 1 not found"; }
+    [[ -n $victim ]] || { stop_job; fail "rank 1 not found"; }
     start=$(date +%s.%N)
     kill -9 "$victim"
     code=0
     for _ in $(seq 1 300); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$launcher" 2>/dev/null; then
-      kill "$launcher"
+      stop_job
       fail "mpirun still running 30 s after rank 1 was killed (a hang)"
     fi
     wait "$launcher" || code=$?
