@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/deps.sh: install xgrad's build dependencies from Debian, only what is missing.
 #
-#   scripts/deps.sh           compiler, CMake, OpenBLAS, GoogleTest, Google Benchmark, ...
+#   scripts/deps.sh           compiler, CMake, OpenBLAS, GoogleTest, Google Benchmark,
+#                             OpenMPI (xgrad::distributed, mpirun), ...
 #   scripts/deps.sh --torch   also python3-torch (fixture regeneration and benchmarks against
 #                             PyTorch only; the C++ build and tests never need it)
 #   scripts/deps.sh --fuzz    also clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer
@@ -19,7 +20,8 @@
 set -euo pipefail
 
 packages=(libxsimd-dev libxtensor-dev libxtensor-blas-dev libopenblas-dev libspdlog-dev libgtest-dev
-          libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev cmake g++ make)
+          libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev cmake g++ make
+          libopenmpi-dev openmpi-bin)
 
 for arg in "$@"; do
   case "$arg" in

@@ -122,7 +122,13 @@ configure_consumer() {
     -DCMAKE_PREFIX_PATH="$tmp_dir/prefix"
 }
 build_consumer() { cmake --build "$tmp_dir/consumer-build" --parallel "$jobs"; }
-run_consumer_bin() { "$tmp_dir/consumer-build/xgrad_consumer"; }
+run_consumer_bin() {
+  "$tmp_dir/consumer-build/xgrad_consumer"
+  # built when the installed xgrad has xgrad::distributed (MPI)
+  if [[ -x "$tmp_dir/consumer-build/xgrad_consumer_distributed" ]]; then
+    "$tmp_dir/consumer-build/xgrad_consumer_distributed"
+  fi
+}
 
 configure_asan() {
   local type_upper

@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "trainer.h"
+#include "world.h"
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
 
@@ -55,9 +56,8 @@ bool metrics_in_checkpoint_dir(const TrainOptions& o) {
   return !ec && m == fs::weakly_canonical(fs::path(o.checkpoint_dir), ec) && !ec;
 }
 
-}  // namespace
-
-int run_train(TrainOptions o) {
+// run_train in the world join_world() made (world.h): one process, or one rank of N.
+int train_in_world(TrainOptions o) {
   try {
     set_threads(o.threads);
     const fs::path root = o.checkpoint_dir;
@@ -98,6 +98,11 @@ int run_train(TrainOptions o) {
                         "another --checkpoint-dir", 1);
     }
     if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
+    if (auto problem = launch_problem(built_with_mpi(), launcher_world_size(), o.batch_size)) {
+      if (world().is_main() && launcher_rank() == 0) spdlog::error("{}", *problem);  // once
+      leave_world();  // every rank finds the same problem: a clean end, no abort
+      return 2;
+    }
 
     // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
     // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
@@ -124,16 +129,20 @@ int run_train(TrainOptions o) {
     const std::optional<double> available = available_memory_bytes();
     check_memory_fits(o, mem, available);
     if (o.dry_run) {
-      std::cout << "dry run: " << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
+      if (world().is_main()) std::cout << "dry run: " << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
                 << "; corpus " << o.data << " (vocabulary " << full.vocab_size << ")\n"
                 << describe_memory(mem, available) << "\nnothing was written" << std::endl;
       return 0;
     }
     spdlog::info("{}", describe_memory(mem, available));
 
-    // 4. writable outputs, before any training time is spent
-    check_writable_dir(root);
-    if (failed_first_run) set_aside_failed_metrics(o);
+    // 4. writable outputs, before any training time is spent (rank 0 writes them all, once
+    // every rank has looked at the directory)
+    world_barrier();
+    if (world().is_main()) {
+      check_writable_dir(root);
+      if (failed_first_run) set_aside_failed_metrics(o);
+    }
     Trainer trainer(o, std::move(corpus));
     if (ck) {
       trainer.load(*ck);  // config, vocabulary and tensors checked here
@@ -141,23 +150,27 @@ int run_train(TrainOptions o) {
       ck.reset();
     }
     // a new run refuses an existing metrics file; a resumed one drops the rows after its step
-    MetricsLog metrics(o.metrics_path(), trainer.step() > 0 ? trainer.step() : -1);
-    if (!metrics.note().empty()) spdlog::warn("{}", metrics.note());
+    std::optional<MetricsLog> metrics;
+    if (world().is_main()) metrics.emplace(o.metrics_path(), trainer.step() > 0 ? trainer.step() : -1);
+    if (metrics && !metrics->note().empty()) spdlog::warn("{}", metrics->note());
     const auto& m = trainer.options().model;
     spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
-                 "batch {} x {} micro-batches, {} steps, lr {} -> {}",
+                 "batch {}{} x {} micro-batches, {} steps, lr {} -> {}",
                  m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size,
-                 trainer.model().num_parameters(), o.batch_size, o.grad_accum, o.steps, o.lr, o.min_lr);
+                 trainer.model().num_parameters(), o.batch_size,
+                 world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
+                 o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
       spdlog::info("already at step {} of {}; raise --steps to train further", trainer.step(), o.steps);
       return 0;
     }
 
-    Progress progress(o.steps, o.progress && Progress::stdout_is_terminal(), 10);
-    TrainResult r = trainer.train(&progress, &metrics);
-    try {
-      fs::path plot = plot_loss_curve(metrics.rows(), metrics.path());
-      spdlog::info("metrics: {}, loss curve: {}", metrics.path().string(), plot.string());
+    std::optional<Progress> progress;
+    if (world().is_main()) progress.emplace(o.steps, o.progress && Progress::stdout_is_terminal(), 10);
+    TrainResult r = trainer.train(progress ? &*progress : nullptr, metrics ? &*metrics : nullptr);
+    if (metrics) try {
+      fs::path plot = plot_loss_curve(metrics->rows(), metrics->path());
+      spdlog::info("metrics: {}, loss curve: {}", metrics->path().string(), plot.string());
     } catch (const std::exception& e) {
       spdlog::warn("could not plot the loss curve: {}", e.what());
     }
@@ -174,6 +187,21 @@ int run_train(TrainOptions o) {
   } catch (const std::exception& e) {
     return error_exit(e.what(), 1);
   }
+}
+
+}  // namespace
+
+int run_train(TrainOptions o) {
+  try {
+    join_world();  // mpirun -np N: this process is one rank of N (world.h)
+  } catch (const std::exception& e) {
+    return error_exit(e.what(), 1);
+  }
+  const int code = train_in_world(std::move(o));
+  // an error on some ranks only would leave the others waiting in a collective: end the job
+  if (code != 0 && world().size > 1) return abort_world(code);
+  leave_world();
+  return code;
 }
 
 int run_generate(const GenerateOptions& o) {

@@ -1,6 +1,7 @@
 // examples/train_lm/trainer.cpp: see trainer.h. The commands (run_train, run_generate) are
 // in commands.cpp.
 #include "trainer.h"
+#include "world.h"
 
 #include <spdlog/spdlog.h>
 
@@ -132,8 +133,9 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();
   validate_model(o_.model, /*with_vocab=*/true);
   xgrad::manual_seed(o_.seed);
-  model_ = std::make_unique<nn::GPTModel>(o_.model);
+  model_ = std::make_shared<nn::GPTModel>(o_.model);
   model_->train();
+  forward_ = data_parallel(model_);  // mpirun -np N: rank 0's weights on every rank (world.h)
 
   // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
   std::vector<Tensor> decay, no_decay;
@@ -337,23 +339,26 @@ double Trainer::estimate_loss(const std::string& split) {
   xgrad::NoGradGuard no_grad;
   double total = 0;
   for (int64_t i = 0; i < o_.eval_iters; ++i) {
-    Batch b = batches.next();
+    Batch b = world_shard(batches.next());  // the batch is shared by the ranks
     total += xgrad::cross_entropy_last_dim((*model_)(b.x), b.y).item();
   }
   model_->train(was_training);
-  return total / static_cast<double>(o_.eval_iters);
+  return mean_over_world(total / static_cast<double>(o_.eval_iters));
 }
 
 double Trainer::accumulate_gradients(const char*& phase) {
   // nanoGPT's train.py: each micro-batch's mean loss is scaled by 1/grad_accum, so the summed
-  // gradients are those of the mean loss over all grad_accum * batch_size sequences
+  // gradients are those of the mean loss over all grad_accum * batch_size sequences. Under
+  // mpirun every backward averages the accumulated gradients over the ranks (DDP's node), which
+  // is the same sum: averaging is linear (no_sync would only save the inner all-reduces).
   double total = 0;
   for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-    Batch b = train_batches_.next();
+    Batch b = world_shard(train_batches_.next());  // this rank's rows of the global batch
     phase = "forward pass";
-    Tensor logits = (*model_)(b.x);                 // (B, T, vocab)
+    Tensor logits = (*forward_)(b.x);               // (B / ranks, T, vocab)
     Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
-    const double loss_v = loss.item();
+    // the global micro-batch's loss, the same on every rank, so all ranks stop together
+    const double loss_v = mean_over_world(loss.item());
     if (!std::isfinite(loss_v)) return loss_v;
     total += loss_v;
     phase = "backward pass";
@@ -404,7 +409,8 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         stopped_early = true;
         break;
       }
-      if (o_.time_budget > 0 && since_start() >= o_.time_budget) {
+      // one decision for all ranks (their clocks differ)
+      if (any_over_world(o_.time_budget > 0 && since_start() >= o_.time_budget)) {
         stopped_early = true;
         r.time_budget_hit = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
@@ -451,7 +457,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
                       static_cast<long long>(step_), train_l, val_l, lr);
         say(buf);
-        if (o_.sample_length > 0) {
+        if (o_.sample_length > 0 && world().is_main()) {
           // a fixed first character; sample_gen keeps the training streams untouched
           std::vector<int64_t> prompt = {corpus_.split.val.front()};
           auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
@@ -462,9 +468,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       if (metrics) metrics->append(row);
       if (eval_now) {
         phase = "checkpoint save";
-        r.last_checkpoint = save();
+        if (world().is_main()) {  // the ranks hold the same state: rank 0 writes it
+          r.last_checkpoint = save();
+          say("saved checkpoint " + r.last_checkpoint->string());
+        }
         last_saved = step_;
-        say("saved checkpoint " + r.last_checkpoint->string());
       }
     }
   } catch (const std::bad_alloc&) {
@@ -480,7 +488,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
                 "); lower --batch-size or --context-length");
   }
   finish_profile();  // a run shorter than --profile
-  if (stopped_early && last_saved != step_ && !r.history.empty()) {
+  if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) {
     r.last_checkpoint = save();
     say("saved checkpoint " + r.last_checkpoint->string());
   }

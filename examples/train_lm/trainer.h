@@ -96,7 +96,8 @@ class Trainer {
  private:
   TrainOptions o_;
   Corpus corpus_;
-  std::unique_ptr<xgrad::nn::GPTModel> model_;
+  std::shared_ptr<xgrad::nn::GPTModel> model_;
+  std::shared_ptr<xgrad::nn::Module> forward_;  // model_, or DistributedDataParallel(model_)
   std::unique_ptr<xgrad::optim::AdamW> opt_;
   std::unique_ptr<xgrad::optim::WarmupCosineLR> sched_;
   std::vector<std::string> opt_param_names_;  // optimizer's flat parameter order
