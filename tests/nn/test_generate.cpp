@@ -124,7 +124,7 @@ TEST(Generate, Errors) {
   expect_error([&] { model.generate(prompt, 2, {.top_p = 0}); }, {"top_p 0 must be in (0, 1]"});
   expect_error([&] { model.generate(prompt, -1); }, {"max_new_tokens must be >= 0"});
   expect_error([&] { model.generate(tensor({{1.0f}}), 2); }, {"int64", "[1, 1]"});
-  expect_error([&] { model.generate(tensor<int64_t>({{1, 99}}), 2); }, {"token id 99"});
+  expect_error([&] { model.generate(tensor<int64_t>({{1, 99}}), 2); }, {"index 99", "num_embeddings 40"});
   EXPECT_TRUE(model.is_training());  // restored after an error too
 }
 
