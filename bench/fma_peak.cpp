@@ -99,8 +99,7 @@ struct Peak {
 };
 
 // `threads` threads running kernel(iters) at once, best of `runs` (each figure on its own).
-Peak best_gflops(float (*kernel)(int64_t), int threads, int64_t iters, int runs,
-                 double flops_per_iter) {
+Peak best_gflops(float (*kernel)(int64_t), int threads, int64_t iters, int runs, double flops_per_iter) {
   g_sink = kernel(iters / 10);  // wake the vector units (AVX-512 clock licence) before timing
   const double gflop = double(iters) * flops_per_iter / 1e9;  // per thread
   Peak best;
@@ -181,15 +180,16 @@ int main(int argc, char** argv) {
   const Peak avx2 =
       has256 ? best_gflops(fma_chains_avx2, threads, iters, runs, kChains256 * 8 * 2.0) : Peak{};
   const char* isa = has512 ? "avx512" : has256 ? "avx2" : "none";
-  std::printf("{\"impl\": \"fma_peak\", \"threads\": %d, \"runs\": %d, \"iters\": %lld, "
-              "\"avx512_gflops\": %s, \"avx512_gflops_per_thread\": %s, "
-              "\"avx512_gflops_wall\": %s, \"avx2_gflops\": %s, \"avx2_gflops_per_thread\": %s, "
-              "\"avx2_gflops_wall\": %s, \"isa\": \"%s\", \"simd_level\": %s, "
-              "\"gemm_backend\": %s}\n",
-              threads, runs, static_cast<long long>(iters), json_or_null(avx512.on_cpu).c_str(),
-              json_or_null(avx512.on_cpu / threads).c_str(), json_or_null(avx512.wall).c_str(),
-              json_or_null(avx2.on_cpu).c_str(), json_or_null(avx2.on_cpu / threads).c_str(),
-              json_or_null(avx2.wall).c_str(), isa, json_string(xgrad::simd_level()).c_str(),
-              json_string(xgrad::gemm_backend()).c_str());
+  std::printf(
+      "{\"impl\": \"fma_peak\", \"threads\": %d, \"runs\": %d, \"iters\": %lld, "
+      "\"avx512_gflops\": %s, \"avx512_gflops_per_thread\": %s, "
+      "\"avx512_gflops_wall\": %s, \"avx2_gflops\": %s, \"avx2_gflops_per_thread\": %s, "
+      "\"avx2_gflops_wall\": %s, \"isa\": \"%s\", \"simd_level\": %s, "
+      "\"gemm_backend\": %s}\n",
+      threads, runs, static_cast<long long>(iters), json_or_null(avx512.on_cpu).c_str(),
+      json_or_null(avx512.on_cpu / threads).c_str(), json_or_null(avx512.wall).c_str(),
+      json_or_null(avx2.on_cpu).c_str(), json_or_null(avx2.on_cpu / threads).c_str(),
+      json_or_null(avx2.wall).c_str(), isa, json_string(xgrad::simd_level()).c_str(),
+      json_string(xgrad::gemm_backend()).c_str());
   return has512 || has256 ? 0 : 1;
 }

@@ -45,20 +45,20 @@ std::vector<Gemm> gemms() {
   std::vector<Gemm> out;
   const int tokens = 2048;
   for (auto [config, d] : {std::pair{"tiny", 64}, {"small", 128}, {"medium", 384}}) {
-    for (auto [proj, in, o] : {std::tuple{"d_d", d, d}, {"d_3d", d, 3 * d}, {"d_4d", d, 4 * d},
-                               {"4d_d", 4 * d, d}}) {
+    for (auto [proj, in, o] :
+         {std::tuple{"d_d", d, d}, {"d_3d", d, 3 * d}, {"d_4d", d, 4 * d}, {"4d_d", 4 * d, d}}) {
       const std::string base = std::string(config) + "/" + proj + "/";
-      out.push_back({base + "fwd", tokens, o, in, false, true});   // x @ W^T, W (out, in)
-      out.push_back({base + "dx", tokens, in, o, false, false});   // dy @ W
-      out.push_back({base + "dW", o, in, tokens, true, false});    // dy^T @ x
+      out.push_back({base + "fwd", tokens, o, in, false, true});  // x @ W^T, W (out, in)
+      out.push_back({base + "dx", tokens, in, o, false, false});  // dy @ W
+      out.push_back({base + "dW", o, in, tokens, true, false});   // dy^T @ x
     }
   }
   return out;
 }
 
 void set_flops(benchmark::State& state, const Gemm& g) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void bench_xgrad(benchmark::State& state, Gemm g) {
@@ -74,12 +74,12 @@ void bench_xgrad(benchmark::State& state, Gemm g) {
 void bench_openblas(benchmark::State& state, Gemm g) {
   xgrad::set_num_threads(1);
   openblas_set_num_threads(g_threads);
-  std::vector<float> a(static_cast<std::size_t>(g.m) * g.k, 0.5f), b(static_cast<std::size_t>(g.k) * g.n, 0.25f),
-      c(static_cast<std::size_t>(g.m) * g.n);
+  std::vector<float> a(static_cast<std::size_t>(g.m) * g.k, 0.5f),
+      b(static_cast<std::size_t>(g.k) * g.n, 0.25f), c(static_cast<std::size_t>(g.m) * g.n);
   const int lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
-                g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
+    cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.m, g.n,
+                g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
     benchmark::DoNotOptimize(c.data());
   }
   openblas_set_num_threads(1);
@@ -99,8 +99,12 @@ int main(int argc, char** argv) {
   }
   int n = static_cast<int>(args.size());
   for (const Gemm& g : gemms()) {
-    benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g)->UseRealTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;

@@ -25,8 +25,7 @@ struct Config {
   int64_t ctx, emb, heads, layers;
 };
 // keep in sync with examples/train_lm's presets and bench/pytorch/kv_cache_generate.py
-constexpr Config kConfigs[] = {{"tiny", 64, 64, 4, 2}, {"small", 128, 128, 4, 4},
-                               {"medium", 256, 384, 6, 6}};
+constexpr Config kConfigs[] = {{"tiny", 64, 64, 4, 2}, {"small", 128, 128, 4, 4}, {"medium", 256, 384, 6, 6}};
 
 double thread_cpu_seconds() {
   timespec ts{};
@@ -47,8 +46,12 @@ int main(int argc, char** argv) {
   for (const Config& c : kConfigs) {
     if (which != "all" && which != c.name) continue;
     xgrad::manual_seed(123);
-    xgrad::nn::GPTModel model({.vocab_size = 96, .context_length = c.ctx, .emb_dim = c.emb,
-                               .n_heads = c.heads, .n_layers = c.layers, .drop_rate = 0.1});
+    xgrad::nn::GPTModel model({.vocab_size = 96,
+                               .context_length = c.ctx,
+                               .emb_dim = c.emb,
+                               .n_heads = c.heads,
+                               .n_layers = c.layers,
+                               .drop_rate = 0.1});
     const xgrad::Tensor prompt = xgrad::tensor<int64_t>({{5, 17, 42, 3}});
     const int64_t new_tokens = c.ctx - 4;
     for (bool cache : {true, false}) {
@@ -62,11 +65,12 @@ int main(int argc, char** argv) {
         best = std::min(best, thread_cpu_seconds() - t0);
         ids = out.to_vector<int64_t>();
       }
-      std::printf("{\"framework\": \"xgrad\", \"config\": \"%s\", \"kv_cache\": %s, "
-                  "\"new_tokens\": %lld, \"cpu_s\": %.4f, \"tokens_per_s\": %.1f, "
-                  "\"last_id\": %lld}\n",
-                  c.name, cache ? "true" : "false", static_cast<long long>(new_tokens), best,
-                  double(new_tokens) / best, static_cast<long long>(ids.back()));
+      std::printf(
+          "{\"framework\": \"xgrad\", \"config\": \"%s\", \"kv_cache\": %s, "
+          "\"new_tokens\": %lld, \"cpu_s\": %.4f, \"tokens_per_s\": %.1f, "
+          "\"last_id\": %lld}\n",
+          c.name, cache ? "true" : "false", static_cast<long long>(new_tokens), best,
+          double(new_tokens) / best, static_cast<long long>(ids.back()));
       std::fflush(stdout);
     }
   }

@@ -177,8 +177,7 @@ Options parse(int argc, char** argv) {
       usage(2);
     }
   }
-  if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward"))
-    usage(2);
+  if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward")) usage(2);
   return o;
 }
 
@@ -207,14 +206,15 @@ int sgemm_peak(int threads) {
   const auto xg = measure([&] { Tensor out = xgrad::matmul(ta, tb); });
   openblas_set_num_threads(threads);  // OpenBLAS's own threads, for this probe only
   const auto ob = measure([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
   });
   xgrad::set_num_threads(threads);
-  std::printf("{\"impl\": \"sgemm\", \"via\": \"xgrad\", \"n\": %d, \"threads\": %d, "
-              "\"gflops_best\": %.2f, \"gflops_median\": %.2f, \"openblas_gflops_best\": %.2f, "
-              "\"openblas_gflops_median\": %.2f, %s}\n",
-              n, threads, xg.first, xg.second, ob.first, ob.second, backend_json().c_str());
+  std::printf(
+      "{\"impl\": \"sgemm\", \"via\": \"xgrad\", \"n\": %d, \"threads\": %d, "
+      "\"gflops_best\": %.2f, \"gflops_median\": %.2f, \"openblas_gflops_best\": %.2f, "
+      "\"openblas_gflops_median\": %.2f, %s}\n",
+      n, threads, xg.first, xg.second, ob.first, ob.second, backend_json().c_str());
   return 0;
 }
 
@@ -246,7 +246,7 @@ int run(const Options& o) {
     auto step = [&](int i) {
       auto& [x, y] = batches[i % batches.size()];
       auto t0 = Clock::now();
-      Tensor logits = model(x);                                     // (B, T, V)
+      Tensor logits = model(x);  // (B, T, V)
       Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
       loss.backward();
       opt.step();
@@ -267,9 +267,8 @@ int run(const Options& o) {
       for (int i = 0; i < o.steps; ++i) step(i);
       prof.stop();
       last_loss = loss_before;  // the JSON line reports the timed steps
-      std::fprintf(stderr, "\nprofile of %d training steps (unprofiled median step %.3f ms):\n%s",
-                   o.steps, 1e3 * median(times),
-                   prof.key_averages().table("self_cpu_time_total", 40).c_str());
+      std::fprintf(stderr, "\nprofile of %d training steps (unprofiled median step %.3f ms):\n%s", o.steps,
+                   1e3 * median(times), prof.key_averages().table("self_cpu_time_total", 40).c_str());
     }
   } else {
     model.eval();
@@ -283,19 +282,19 @@ int run(const Options& o) {
   }
 
   const double step_s = median(times);
-  std::printf("{\"impl\": \"xgrad\", \"config\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
-              "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
-              "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
-              "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
-              "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
-              "\"clock\": \"%s\", %s}\n",
-              o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T,
-              (long)bc.gpt.emb_dim, (long)bc.gpt.n_layers, (long)n_params,
-              (long)(n_params - n_emb), times.size(), 1e3 * step_s,
-              1e3 * *std::min_element(times.begin(), times.end()),
-              1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
-              json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb(),
-              g_cpu_time ? "cpu" : "wall", backend_json().c_str());
+  std::printf(
+      "{\"impl\": \"xgrad\", \"config\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
+      "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
+      "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
+      "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
+      "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
+      "\"clock\": \"%s\", %s}\n",
+      o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T, (long)bc.gpt.emb_dim,
+      (long)bc.gpt.n_layers, (long)n_params, (long)(n_params - n_emb), times.size(), 1e3 * step_s,
+      1e3 * *std::min_element(times.begin(), times.end()),
+      1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
+      json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb(),
+      g_cpu_time ? "cpu" : "wall", backend_json().c_str());
   return 0;
 }
 

@@ -36,7 +36,6 @@
 #include "xgrad/parallel.h"
 #include "xgrad/random.h"
 
-
 namespace {
 
 using xgrad::Shape;
@@ -66,88 +65,88 @@ struct Case {
 // (B, H, T, T) scores -> softmax over the last dim.
 Case softmax_case(const Shape& s) {
   return {"softmax/" + shape_str(s), [s] {
-    Tensor x = leaf(s), g = xgrad::randn(s);
-    return std::function<void()>([x, g]() mutable {
-      x.set_grad(Tensor());
-      xgrad::softmax(x, -1).backward(g);
-    });
-  }};
+            Tensor x = leaf(s), g = xgrad::randn(s);
+            return std::function<void()>([x, g]() mutable {
+              x.set_grad(Tensor());
+              xgrad::softmax(x, -1).backward(g);
+            });
+          }};
 }
 
 // (B, H, T, T) scores, causal (T, T) bool mask broadcast over (B, H), filled with -inf.
 Case masked_fill_case(const Shape& s) {
   return {"masked_fill/" + shape_str(s), [s] {
-    const int64_t T = s[s.size() - 1];
-    Tensor x = leaf(s), g = xgrad::randn(s);
-    Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;  // bool, true above the diagonal
-    return std::function<void()>([x, g, mask]() mutable {
-      x.set_grad(Tensor());
-      xgrad::masked_fill(x, mask, -INFINITY).backward(g);
-    });
-  }};
+            const int64_t T = s[s.size() - 1];
+            Tensor x = leaf(s), g = xgrad::randn(s);
+            Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;  // bool, true above the diagonal
+            return std::function<void()>([x, g, mask]() mutable {
+              x.set_grad(Tensor());
+              xgrad::masked_fill(x, mask, -INFINITY).backward(g);
+            });
+          }};
 }
 
 // (B, H, T, D) -> transpose(1, 2) -> contiguous (B, T, H, D), as the attention context.
 Case transpose_case(const Shape& s) {
   return {"transpose_contiguous/" + shape_str(s), [s] {
-    Tensor x = leaf(s), g = xgrad::randn({s[0], s[2], s[1], s[3]});
-    return std::function<void()>([x, g]() mutable {
-      x.set_grad(Tensor());
-      x.transpose(1, 2).contiguous().backward(g);
-    });
-  }};
+            Tensor x = leaf(s), g = xgrad::randn({s[0], s[2], s[1], s[3]});
+            return std::function<void()>([x, g]() mutable {
+              x.set_grad(Tensor());
+              x.transpose(1, 2).contiguous().backward(g);
+            });
+          }};
 }
 
 // queries (B, H, T, D) @ keys(B, H, T, D).transpose(2, 3) -> scores (B, H, T, T).
 Case bmm_qk_case(const Shape& s) {
   return {"bmm_qkT/" + shape_str(s), [s] {
-    Tensor q = leaf(s), k = leaf(s), g = xgrad::randn({s[0], s[1], s[2], s[2]});
-    return std::function<void()>([q, k, g]() mutable {
-      q.set_grad(Tensor());
-      k.set_grad(Tensor());
-      xgrad::matmul(q, k.transpose(2, 3)).backward(g);
-    });
-  }};
+            Tensor q = leaf(s), k = leaf(s), g = xgrad::randn({s[0], s[1], s[2], s[2]});
+            return std::function<void()>([q, k, g]() mutable {
+              q.set_grad(Tensor());
+              k.set_grad(Tensor());
+              xgrad::matmul(q, k.transpose(2, 3)).backward(g);
+            });
+          }};
 }
 
 // weights (B, H, T, T) @ values (B, H, T, D) -> context (B, H, T, D); s = (B, H, T, D).
 Case bmm_av_case(const Shape& s) {
   return {"bmm_av/" + shape_str(s), [s] {
-    Tensor w = leaf({s[0], s[1], s[2], s[2]}), v = leaf(s), g = xgrad::randn(s);
-    return std::function<void()>([w, v, g]() mutable {
-      w.set_grad(Tensor());
-      v.set_grad(Tensor());
-      xgrad::matmul(w, v).backward(g);
-    });
-  }};
+            Tensor w = leaf({s[0], s[1], s[2], s[2]}), v = leaf(s), g = xgrad::randn(s);
+            return std::function<void()>([w, v, g]() mutable {
+              w.set_grad(Tensor());
+              v.set_grad(Tensor());
+              xgrad::matmul(w, v).backward(g);
+            });
+          }};
 }
 
 // F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out).
 Case linear_case(const Shape& s) {
   return {"linear/" + shape_str(s), [s] {
-    Tensor x = leaf({s[0], s[1], s[2]}), w = leaf({s[3], s[2]}), b = leaf({s[3]});
-    Tensor g = xgrad::randn({s[0], s[1], s[3]});
-    return std::function<void()>([x, w, b, g]() mutable {
-      x.set_grad(Tensor());
-      w.set_grad(Tensor());
-      b.set_grad(Tensor());
-      xgrad::linear(x, w, b).backward(g);
-    });
-  }};
+            Tensor x = leaf({s[0], s[1], s[2]}), w = leaf({s[3], s[2]}), b = leaf({s[3]});
+            Tensor g = xgrad::randn({s[0], s[1], s[3]});
+            return std::function<void()>([x, w, b, g]() mutable {
+              x.set_grad(Tensor());
+              w.set_grad(Tensor());
+              b.set_grad(Tensor());
+              xgrad::linear(x, w, b).backward(g);
+            });
+          }};
 }
 
 // nn::MultiHeadAttention (Raschka's, as in the seeds), dropout 0, forward + backward;
 // s = (B, T, d, heads). Compared with the identical torch module in bench/pytorch/gpt_bench.py.
 Case mha_case(const Shape& s) {
   return {"mha/" + shape_str(s), [s] {
-    auto mha = std::make_shared<xgrad::nn::MultiHeadAttention>(s[2], s[2], s[1], 0.0, s[3]);
-    Tensor x = leaf({s[0], s[1], s[2]}), g = xgrad::randn({s[0], s[1], s[2]});
-    return std::function<void()>([mha, x, g]() mutable {
-      mha->zero_grad(true);  // set_to_none, as the torch bench
-      x.set_grad(Tensor());
-      (*mha)(x).backward(g);
-    });
-  }};
+            auto mha = std::make_shared<xgrad::nn::MultiHeadAttention>(s[2], s[2], s[1], 0.0, s[3]);
+            Tensor x = leaf({s[0], s[1], s[2]}), g = xgrad::randn({s[0], s[1], s[2]});
+            return std::function<void()>([mha, x, g]() mutable {
+              mha->zero_grad(true);  // set_to_none, as the torch bench
+              x.set_grad(Tensor());
+              (*mha)(x).backward(g);
+            });
+          }};
 }
 
 // Causal attention of (B, H, T, D) heads, as MultiHeadAttention runs it: q, k, v are
@@ -159,25 +158,25 @@ Case sdpa_case(const Shape& s, bool fused, double p = 0.0) {
   std::string name = fused ? "sdpa" : "sdpa_composed";
   if (p > 0.0) name += "_p" + std::to_string(p).substr(0, 3);
   return {name + "/" + shape_str(s), [s, fused, p] {
-    const int64_t B = s[0], H = s[1], T = s[2], D = s[3];
-    Tensor q = leaf({B, T, H, D}), k = leaf({B, T, H, D}), v = leaf({B, T, H, D});
-    Tensor g = xgrad::randn({B, T, H, D});
-    Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;
-    return std::function<void()>([q, k, v, g, mask, fused, D, p]() mutable {
-      for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
-      Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
-      Tensor ctx;
-      if (fused) {
-        ctx = xgrad::scaled_dot_product_attention(qh, kh, vh, p, true);
-      } else {
-        Tensor scores = xgrad::matmul(qh, kh.transpose(2, 3));
-        scores.masked_fill_(mask, -INFINITY);
-        Tensor w = xgrad::dropout(xgrad::softmax(scores / std::sqrt(double(D)), -1), p);
-        ctx = xgrad::matmul(w, vh);
-      }
-      ctx.transpose(1, 2).contiguous().backward(g);                      // (B, T, H, D)
-    });
-  }};
+            const int64_t B = s[0], H = s[1], T = s[2], D = s[3];
+            Tensor q = leaf({B, T, H, D}), k = leaf({B, T, H, D}), v = leaf({B, T, H, D});
+            Tensor g = xgrad::randn({B, T, H, D});
+            Tensor mask = xgrad::triu(xgrad::ones({T, T}), 1) > 0.5;
+            return std::function<void()>([q, k, v, g, mask, fused, D, p]() mutable {
+              for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+              Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);
+              Tensor ctx;
+              if (fused) {
+                ctx = xgrad::scaled_dot_product_attention(qh, kh, vh, p, true);
+              } else {
+                Tensor scores = xgrad::matmul(qh, kh.transpose(2, 3));
+                scores.masked_fill_(mask, -INFINITY);
+                Tensor w = xgrad::dropout(xgrad::softmax(scores / std::sqrt(double(D)), -1), p);
+                ctx = xgrad::matmul(w, vh);
+              }
+              ctx.transpose(1, 2).contiguous().backward(g);  // (B, T, H, D)
+            });
+          }};
 }
 
 // ---- the GPT's element-wise and row ops: "<op>/<shape>" forward + backward, "<op>_fwd/<shape>"
@@ -204,46 +203,46 @@ std::string case_name(const std::string& op, bool backward, const Shape& s) {
 // gelu(x, approximate="tanh"), as the GPT's feed-forward runs it.
 Case gelu_case(const Shape& s, bool backward) {
   return {case_name("gelu", backward, s), [s, backward] {
-    Tensor x = leaf(s), g = xgrad::randn(s);
-    return std::function<void()>([x, g, backward]() mutable {
-      x.set_grad(Tensor());
-      forward_backward(backward, g, [&] { return xgrad::gelu(x, "tanh"); });
-    });
-  }};
+            Tensor x = leaf(s), g = xgrad::randn(s);
+            return std::function<void()>([x, g, backward]() mutable {
+              x.set_grad(Tensor());
+              forward_backward(backward, g, [&] { return xgrad::gelu(x, "tanh"); });
+            });
+          }};
 }
 
 // layer_norm over the last dim (size d) with weight and bias (d), eps 1e-5.
 Case layer_norm_case(const Shape& s, bool backward) {
   return {case_name("layer_norm", backward, s), [s, backward] {
-    const int64_t d = s.back();
-    Tensor x = leaf(s), w = leaf({d}), b = leaf({d}), g = xgrad::randn(s);
-    return std::function<void()>([x, w, b, g, d, backward]() mutable {
-      for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
-      forward_backward(backward, g, [&] { return xgrad::layer_norm(x, {d}, w, b); });
-    });
-  }};
+            const int64_t d = s.back();
+            Tensor x = leaf(s), w = leaf({d}), b = leaf({d}), g = xgrad::randn(s);
+            return std::function<void()>([x, w, b, g, d, backward]() mutable {
+              for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+              forward_backward(backward, g, [&] { return xgrad::layer_norm(x, {d}, w, b); });
+            });
+          }};
 }
 
 // cross_entropy of logits (N, C) against int64 targets (N), mean over N: the GPT's loss.
 Case cross_entropy_case(const Shape& s, bool backward) {
   return {case_name("cross_entropy", backward, s), [s, backward] {
-    Tensor logits = leaf(s), targets = xgrad::randint(0, s[1], {s[0]});
-    return std::function<void()>([logits, targets, backward]() mutable {
-      logits.set_grad(Tensor());
-      forward_backward(backward, Tensor(), [&] { return xgrad::cross_entropy(logits, targets); });
-    });
-  }};
+            Tensor logits = leaf(s), targets = xgrad::randint(0, s[1], {s[0]});
+            return std::function<void()>([logits, targets, backward]() mutable {
+              logits.set_grad(Tensor());
+              forward_backward(backward, Tensor(), [&] { return xgrad::cross_entropy(logits, targets); });
+            });
+          }};
 }
 
 // dropout(x, p = 0.1), training: a fresh mask every iteration.
 Case dropout_case(const Shape& s, bool backward) {
   return {case_name("dropout", backward, s), [s, backward] {
-    Tensor x = leaf(s), g = xgrad::randn(s);
-    return std::function<void()>([x, g, backward]() mutable {
-      x.set_grad(Tensor());
-      forward_backward(backward, g, [&] { return xgrad::dropout(x, 0.1, true); });
-    });
-  }};
+            Tensor x = leaf(s), g = xgrad::randn(s);
+            return std::function<void()>([x, g, backward]() mutable {
+              x.set_grad(Tensor());
+              forward_backward(backward, g, [&] { return xgrad::dropout(x, 0.1, true); });
+            });
+          }};
 }
 
 // One AdamW step (lr 3e-4, weight decay 0.1, as gpt_bench) over the parameters of the
@@ -251,16 +250,20 @@ Case dropout_case(const Shape& s, bool backward) {
 // allocated by a first step before timing.
 Case adamw_case() {
   return {"adamw/gpt_medium", [] {
-    const xgrad::nn::GPTConfig cfg{.vocab_size = 96, .context_length = 256, .emb_dim = 384,
-                                   .n_heads = 6, .n_layers = 6, .drop_rate = 0.1,
-                                   .qkv_bias = false};
-    auto model = std::make_shared<xgrad::nn::GPTModel>(cfg);
-    for (Tensor& p : model->parameters()) p.set_grad(xgrad::randn(p.shape()));
-    auto opt = std::make_shared<xgrad::optim::AdamW>(
-        model->parameters(), xgrad::optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
-    opt->step();
-    return std::function<void()>([model, opt] { opt->step(); });
-  }};
+            const xgrad::nn::GPTConfig cfg{.vocab_size = 96,
+                                           .context_length = 256,
+                                           .emb_dim = 384,
+                                           .n_heads = 6,
+                                           .n_layers = 6,
+                                           .drop_rate = 0.1,
+                                           .qkv_bias = false};
+            auto model = std::make_shared<xgrad::nn::GPTModel>(cfg);
+            for (Tensor& p : model->parameters()) p.set_grad(xgrad::randn(p.shape()));
+            auto opt = std::make_shared<xgrad::optim::AdamW>(
+                model->parameters(), xgrad::optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
+            opt->step();
+            return std::function<void()>([model, opt] { opt->step(); });
+          }};
 }
 
 // Per-op overhead: a 4-element add with grad mode off, recording a node (graph dropped),
@@ -268,18 +271,21 @@ Case adamw_case() {
 std::vector<Case> overhead_cases() {
   const Shape s{4};
   return {
-      {"add_nograd/4", [s] {
+      {"add_nograd/4",
+       [s] {
          Tensor a = leaf(s), b = leaf(s);
          return std::function<void()>([a, b]() mutable {
            xgrad::NoGradGuard ng;
            benchmark::DoNotOptimize(xgrad::add(a, b));
          });
        }},
-      {"add_record/4", [s] {
+      {"add_record/4",
+       [s] {
          Tensor a = leaf(s), b = leaf(s);
          return std::function<void()>([a, b]() mutable { benchmark::DoNotOptimize(xgrad::add(a, b)); });
        }},
-      {"add_fwd_bwd/4", [s] {
+      {"add_fwd_bwd/4",
+       [s] {
          Tensor a = leaf(s), b = leaf(s), g = xgrad::randn(s);
          return std::function<void()>([a, b, g]() mutable {
            a.set_grad(Tensor());
@@ -345,10 +351,13 @@ int main(int argc, char** argv) {
   xgrad::manual_seed(0);
   for (const Case& c : all_cases()) {
     auto setup = c.setup;
-    benchmark::RegisterBenchmark(c.name.c_str(), [setup](benchmark::State& state) {
-      std::function<void()> step = setup();
-      for (auto _ : state) step();
-    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(c.name.c_str(),
+                                 [setup](benchmark::State& state) {
+                                   std::function<void()> step = setup();
+                                   for (auto _ : state) step();
+                                 })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;

@@ -32,7 +32,9 @@ void step_10m(benchmark::State& state, Options options) {
   state.SetItemsProcessed(state.iterations() * 10'000'000);
 }
 
-void BM_AdamW(benchmark::State& s) { step_10m<optim::AdamW>(s, optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1}); }
+void BM_AdamW(benchmark::State& s) {
+  step_10m<optim::AdamW>(s, optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
+}
 void BM_Adam(benchmark::State& s) { step_10m<optim::Adam>(s, optim::AdamOptions{.lr = 3e-4}); }
 void BM_AdamW_amsgrad(benchmark::State& s) {
   step_10m<optim::AdamW>(s, optim::AdamWOptions{.lr = 3e-4, .amsgrad = true});

@@ -22,23 +22,23 @@ int main() {
   const int steps = 200;
 
   // data: y = 3x + 2 + noise
-  Tensor x = linspace(-1.0, 1.0, n).unsqueeze(1);         // (n, 1)
-  Tensor y = 3.0 * x + 2.0 + 0.1 * randn({n, 1});          // (n, 1)
+  Tensor x = linspace(-1.0, 1.0, n).unsqueeze(1);  // (n, 1)
+  Tensor y = 3.0 * x + 2.0 + 0.1 * randn({n, 1});  // (n, 1)
 
   // parameters: leaves that require grad
-  Tensor w = zeros({1, 1}).requires_grad_();               // (1, 1)
-  Tensor b = zeros({1}).requires_grad_();                  // (1)
+  Tensor w = zeros({1, 1}).requires_grad_();  // (1, 1)
+  Tensor b = zeros({1}).requires_grad_();     // (1)
 
   for (int step = 0; step <= steps; ++step) {
-    Tensor pred = matmul(x, w) + b;                        // (n, 1)
-    Tensor loss = (pred - y).pow(2.0).mean();              // ()
+    Tensor pred = matmul(x, w) + b;            // (n, 1)
+    Tensor loss = (pred - y).pow(2.0).mean();  // ()
     loss.backward();
     {
       NoGradGuard no_grad;
       w.add_(w.grad(), -lr);
       b.add_(b.grad(), -lr);
     }
-    w.set_grad(Tensor());                                  // zero_grad(set_to_none=True)
+    w.set_grad(Tensor());  // zero_grad(set_to_none=True)
     b.set_grad(Tensor());
     if (step % 20 == 0) {
       std::cout << "step " << step << "  loss " << loss.item() << "\n";

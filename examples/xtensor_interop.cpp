@@ -29,25 +29,25 @@ int main() {
   auto X = std::make_shared<xt::xarray<float>>(xt::random::randn<float>({n, std::size_t{3}}));
   const xt::xarray<float> true_w = {2.f, -1.f, 0.5f};
   // a reduction goes into a concrete array before anything else uses it (see XTENSOR-NOTES)
-  xt::xarray<float> y = xt::sum(*X * true_w, {1});                 // (n,)
+  xt::xarray<float> y = xt::sum(*X * true_w, {1});  // (n,)
   y = y + 1.f + 0.05f * xt::random::randn<float>({n});
-  y.reshape({n, 1});                                                // (n, 1)
+  y.reshape({n, 1});  // (n, 1)
 
   // ---- 2. Into xgrad. A shared_ptr shares the memory, like torch.from_numpy: the tensor
   // keeps the array alive, and a write on either side shows on the other.
-  Tensor x = from_xtensor(X);                                       // (n, 3), no copy
-  std::cout << "x shares X's memory: " << std::boolalpha << (x.data_ptr<float>() == X->data())
-            << ", shape " << shape_str(x.shape()) << "\n";
+  Tensor x = from_xtensor(X);  // (n, 3), no copy
+  std::cout << "x shares X's memory: " << std::boolalpha << (x.data_ptr<float>() == X->data()) << ", shape "
+            << shape_str(x.shape()) << "\n";
   // std::move hands an array over (no copy either); y is empty afterwards.
-  Tensor target = from_xtensor(std::move(y));                       // (n, 1)
+  Tensor target = from_xtensor(std::move(y));  // (n, 1)
 
   // ---- 3. Train with autograd. Parameters are ordinary xgrad leaves.
-  Tensor w = zeros({3, 1}).requires_grad_();                        // (3, 1)
-  Tensor b = zeros({1}).requires_grad_();                           // (1)
+  Tensor w = zeros({3, 1}).requires_grad_();  // (3, 1)
+  Tensor b = zeros({1}).requires_grad_();     // (1)
   const double lr = 0.1;
   for (int step = 0; step <= 200; ++step) {
-    Tensor pred = matmul(x, w) + b;                                 // (n, 1)
-    Tensor loss = (pred - target).pow(2.0).mean();                  // ()
+    Tensor pred = matmul(x, w) + b;                 // (n, 1)
+    Tensor loss = (pred - target).pow(2.0).mean();  // ()
     loss.backward();
     {
       NoGradGuard no_grad;
@@ -61,16 +61,15 @@ int main() {
 
   // ---- 4. Back to xtensor. to_xtensor views the tensor's memory (like t.numpy()); a tensor
   // that requires grad is refused, as in torch: view its detached twin.
-  auto learned = to_xtensor<float>(w.detach());                     // (3, 1) adaptor, no copy
-  xt::xarray<float> w_row = xt::flatten(learned);                   // a copy: (3,)
-  std::cout << "learned w = " << w_row << " (true " << true_w << "), b = " << b.item()
-            << " (true 1)\n";
+  auto learned = to_xtensor<float>(w.detach());    // (3, 1) adaptor, no copy
+  xt::xarray<float> w_row = xt::flatten(learned);  // a copy: (3,)
+  std::cout << "learned w = " << w_row << " (true " << true_w << "), b = " << b.item() << " (true 1)\n";
 
   // ---- 5. Strided views are shared too; borrowing means you keep the array alive.
-  Tensor x_t = from_xtensor(xt::transpose(*X), borrow);             // (3, n), strides (1, 3)
+  Tensor x_t = from_xtensor(xt::transpose(*X), borrow);  // (3, n), strides (1, 3)
   std::cout << "X^T borrowed: strides " << shape_str(x_t.strides()) << "\n";
   Tensor first_rows = from_xtensor(xt::view(*X, xt::range(0, 4), xt::all()), borrow);
-  first_rows.mul_(0.0);                                             // writes into X itself
+  first_rows.mul_(0.0);  // writes into X itself
   std::cout << "after zeroing 4 rows through a borrowed view, X(0, 0) = " << (*X)(0, 0) << "\n";
 
   // ---- 6. A layout xgrad cannot share (negative strides) is refused; xgrad::tensor copies.
@@ -80,7 +79,7 @@ int main() {
   } catch (const Error& e) {
     std::cout << "refused: " << e.what() << "\n";
   }
-  Tensor copied = xgrad::tensor(xt::flip(small, 0));                // [[3, 4], [1, 2]]
+  Tensor copied = xgrad::tensor(xt::flip(small, 0));  // [[3, 4], [1, 2]]
   std::cout << "copied: " << copied << "\n";
 
   const bool fitted = xt::allclose(w_row, true_w, 0.0, 0.05) && std::abs(b.item() - 1.0) < 0.05 &&

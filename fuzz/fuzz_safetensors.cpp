@@ -1,7 +1,7 @@
 // fuzz/fuzz_safetensors.cpp: the safetensors reader and what the trainer builds from a file.
 // The first byte picks the mode, the rest is the file:
-//   0, 1  parse only (the library's xgrad::io::parse_safetensors: every length, offset, dtype and checksum is checked)
-//   2     model file: the harness first repairs both checksums (so mutations of the header and
+//   0, 1  parse only (the library's xgrad::io::parse_safetensors: every length, offset, dtype and checksum is
+//   checked) 2     model file: the harness first repairs both checksums (so mutations of the header and
 //         data get past them), then parses it, reads its config and vocabulary as `generate`
 //         does, and loads the tensors into a tiny GPT when the config is that GPT's
 //   3     train-state file: checksums repaired, parsed, then Trainer::load on a tiny trainer
@@ -17,11 +17,11 @@
 #include <string>
 
 #include "checkpoint.h"
+#include "one_thread.h"
 #include "trainer.h"
 #include "xgrad/error.h"
 #include "xgrad/io/file.h"
 #include "xgrad/io/safetensors.h"
-#include "one_thread.h"
 
 using namespace train_lm;
 using namespace xgrad::io;
@@ -33,8 +33,13 @@ const char* kCorpus = "Call me Ishmael. Some years ago, never mind how long.\n";
 
 TrainOptions tiny_options() {
   TrainOptions o;
-  o.model = {.vocab_size = 0, .context_length = 8, .emb_dim = 8, .n_heads = 2, .n_layers = 1,
-             .drop_rate = 0.0, .qkv_bias = false};
+  o.model = {.vocab_size = 0,
+             .context_length = 8,
+             .emb_dim = 8,
+             .n_heads = 2,
+             .n_layers = 1,
+             .drop_rate = 0.0,
+             .qkv_bias = false};
   o.batch_size = 2;
   o.steps = 4;
   o.warmup = 0;
@@ -72,8 +77,7 @@ std::string repair_checksums(const std::string& bytes) {
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   if (n > bytes.size() - 8) return bytes;
   nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n), nullptr, false);
-  if (h.is_discarded() || !h.is_object() || !h.contains("__metadata__") ||
-      !h["__metadata__"].is_object())
+  if (h.is_discarded() || !h.is_object() || !h.contains("__metadata__") || !h["__metadata__"].is_object())
     return bytes;
   const std::string data = bytes.substr(8 + n);
   auto& meta = h["__metadata__"];

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/xgrad.h"
 #include "one_thread.h"
+#include "xgrad/xgrad.h"
 
 using xgrad::Shape;
 using xgrad::Tensor;
@@ -39,9 +39,16 @@ struct Input {
   }
   int64_t size() {  // a size or index: mostly small, sometimes an edge value
     uint8_t b = byte();
-    static const int64_t edges[] = {-1, -2, 0, 1, int64_t{1} << 31, int64_t{1} << 32,
-                                    int64_t{1} << 62, std::numeric_limits<int64_t>::max(),
-                                    std::numeric_limits<int64_t>::min(), int64_t{3} << 40};
+    static const int64_t edges[] = {-1,
+                                    -2,
+                                    0,
+                                    1,
+                                    int64_t{1} << 31,
+                                    int64_t{1} << 32,
+                                    int64_t{1} << 62,
+                                    std::numeric_limits<int64_t>::max(),
+                                    std::numeric_limits<int64_t>::min(),
+                                    int64_t{3} << 40};
     if (b < 200) return b % 9;
     return edges[b % 10];
   }
@@ -53,7 +60,8 @@ constexpr i128 kCheck = 1 << 16;  // elements compared one by one up to this man
 // numel in 128 bits, saturated: > kMaxI64 means "overflows int64"
 i128 numel128(const Shape& s) {
   i128 n = 1;
-  for (int64_t d : s) if (d == 0) return 0;
+  for (int64_t d : s)
+    if (d == 0) return 0;
   for (int64_t d : s) {
     n *= d;
     if (n > kMaxI64 || n < -kMaxI64) return kMaxI64 + 1;
@@ -203,7 +211,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (ok && numel128(out) <= kMaxI64)
             want = track(out, [&](const std::vector<int64_t>& i) {
               std::vector<int64_t> j(i.begin() + lead, i.end());
-              for (size_t d = 0; d < j.size(); ++d) if (ref.shape[d] == 1) j[d] = 0;
+              for (size_t d = 0; d < j.size(); ++d)
+                if (ref.shape[d] == 1) j[d] = 0;
               return ref.elems[ravel(j, ref.shape)];
             });
           if (want && !ref.tracked) want->tracked = false;
@@ -237,9 +246,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           for (int64_t x : dims) {
             if (!ok) break;
             const int64_t r = std::max<int64_t>(rank, 1);
-            if (x < -r || x >= r) { ok = false; break; }
+            if (x < -r || x >= r) {
+              ok = false;
+              break;
+            }
             const int64_t w = x < 0 ? x + r : x;
-            if (used[w]) { ok = false; break; }
+            if (used[w]) {
+              ok = false;
+              break;
+            }
             used[w] = true;
             wrapped.push_back(w);
           }

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <string>
 
+#include "one_thread.h"
 #include "tokenizer.h"
 #include "xgrad/error.h"
 #include "xgrad/text/pretokenize.h"
-#include "one_thread.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

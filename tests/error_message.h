@@ -31,11 +31,13 @@ void expect_error(F&& fn, std::initializer_list<std::string> pieces) {
     ADD_FAILURE() << "expected xgrad::Error";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const std::string& p : pieces)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   }
 }
 
 }  // namespace xgrad::testing
 
-#define EXPECT_MESSAGE_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg) << "\nexpected to contain: " << (part)
+#define EXPECT_MESSAGE_HAS(msg, part)            \
+  EXPECT_NE((msg).find(part), std::string::npos) \
+      << "message: " << (msg) << "\nexpected to contain: " << (part)

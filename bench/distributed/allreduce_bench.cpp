@@ -59,9 +59,10 @@ int main(int argc, char** argv) {
   const int n = dist::get_world_size();
   const bool main_rank = dist::get_rank() == 0;
   if (main_rank)
-    std::printf("# all-reduce (sum, float32) over %d processes, best of %d\n"
-                "# %10s | %10s %8s %8s | %10s %8s %8s\n", n, reps, "bytes", "xgrad us", "algGB/s",
-                "busGB/s", "MPI us", "algGB/s", "busGB/s");
+    std::printf(
+        "# all-reduce (sum, float32) over %d processes, best of %d\n"
+        "# %10s | %10s %8s %8s | %10s %8s %8s\n",
+        n, reps, "bytes", "xgrad us", "algGB/s", "busGB/s", "MPI us", "algGB/s", "busGB/s");
   for (int64_t bytes = 1024; bytes <= (int64_t(64) << 20); bytes *= 4) {
     const int64_t count = bytes / 4;
     xgrad::Tensor t = xgrad::zeros({count});  // zeros: the sums stay finite

@@ -38,8 +38,14 @@ struct Config {
 // keep in sync with bench/gpt_bench.cpp and bench/pytorch/ddp_bench.py
 Config config_named(const std::string& name) {
   auto make = [](int64_t t, int64_t e, int64_t h, int64_t l, int64_t b) {
-    return Config{{.vocab_size = 96, .context_length = t, .emb_dim = e, .n_heads = h, .n_layers = l,
-                   .drop_rate = 0.1, .qkv_bias = false}, b};
+    return Config{{.vocab_size = 96,
+                   .context_length = t,
+                   .emb_dim = e,
+                   .n_heads = h,
+                   .n_layers = l,
+                   .drop_rate = 0.1,
+                   .qkv_bias = false},
+                  b};
   };
   if (name == "tiny") return make(64, 64, 4, 2, 32);
   if (name == "small") return make(128, 128, 4, 4, 16);
@@ -71,7 +77,8 @@ int main(int argc, char** argv) {
   const Config c = config_named(config);
   const int64_t B = c.batch, T = c.gpt.context_length, V = c.gpt.vocab_size;
   if (B % n != 0) {
-    if (rank == 0) std::fprintf(stderr, "ddp_bench: batch %lld does not divide over %d ranks\n", (long long)B, n);
+    if (rank == 0)
+      std::fprintf(stderr, "ddp_bench: batch %lld does not divide over %d ranks\n", (long long)B, n);
     dist::destroy_process_group();
     return 2;
   }
@@ -118,13 +125,14 @@ int main(int argc, char** argv) {
       bucket_bytes += b;
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
     }
-    std::printf("{\"impl\": \"xgrad\", \"config\": \"%s\", \"ranks\": %d, \"threads\": %d, "
-                "\"global_batch\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-                "\"params\": %lld, \"buckets\": %zu, \"bucket_bytes\": %lld, \"bucket_sizes\": [%s], "
-                "\"allreduce_ms\": %.3f}\n",
-                config.c_str(), n, threads, (long long)B, step * 1e3, double(B * T) / step,
-                (long long)model->num_parameters(), ddp.bucket_bytes().size(), (long long)bucket_bytes, sizes.c_str(),
-                n > 1 ? median(reduce_times) * 1e3 : 0.0);
+    std::printf(
+        "{\"impl\": \"xgrad\", \"config\": \"%s\", \"ranks\": %d, \"threads\": %d, "
+        "\"global_batch\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
+        "\"params\": %lld, \"buckets\": %zu, \"bucket_bytes\": %lld, \"bucket_sizes\": [%s], "
+        "\"allreduce_ms\": %.3f}\n",
+        config.c_str(), n, threads, (long long)B, step * 1e3, double(B * T) / step,
+        (long long)model->num_parameters(), ddp.bucket_bytes().size(), (long long)bucket_bytes, sizes.c_str(),
+        n > 1 ? median(reduce_times) * 1e3 : 0.0);
   }
   dist::destroy_process_group();
   return 0;

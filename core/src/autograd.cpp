@@ -69,8 +69,8 @@ const Tensor& SavedTensor::get() const {
   if (tensor_.defined() && tensor_.version() != version_)
     fail("backward",
          "one of the tensors needed for gradient computation has been modified by an in-place "
-         "operation: a tensor of shape ", tensor_.shape(), " was saved at version ", version_,
-         " and is now at version ", tensor_.version(),
+         "operation: a tensor of shape ",
+         tensor_.shape(), " was saved at version ", version_, " and is now at version ", tensor_.version(),
          ". Use the out-of-place op (e.g. masked_fill instead of masked_fill_), or clone() "
          "the tensor before modifying it");
   return tensor_;
@@ -111,8 +111,7 @@ std::shared_ptr<Node> new_node(const char* name) {
 }
 
 Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (out.impl()->requires_grad)
-    fail(name, "internal error: the op's output is a leaf that requires grad");
+  if (out.impl()->requires_grad) fail(name, "internal error: the op's output is a leaf that requires grad");
   std::vector<Node::Edge> next;  // before numbering the node: see attach_inplace
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(edge_to(t));
@@ -144,9 +143,8 @@ void Grads::add(std::size_t i, Tensor g) {
   if (!e.wants()) return;
   if (!g.defined()) return;
   if (g.shape() != e.shape || g.dtype() != e.dtype)
-    fail(node_.name.c_str(), "backward produced a gradient of shape ", g.shape(), " (",
-         dtype_name(g.dtype()), ") for input ", i, " of shape ", e.shape, " (",
-         dtype_name(e.dtype), ")");
+    fail(node_.name.c_str(), "backward produced a gradient of shape ", g.shape(), " (", dtype_name(g.dtype()),
+         ") for input ", i, " of shape ", e.shape, " (", dtype_name(e.dtype), ")");
   if (e.fn) {
     accumulate(e.fn->pending, e.fn->pending_owned, std::move(g));
   } else {
@@ -205,8 +203,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       kept->grad = g.impl();
     }
     if (n->released || !n->backward)
-      fail("backward",
-           "trying to backward through the graph a second time (", n->name,
+      fail("backward", "trying to backward through the graph a second time (", n->name,
            "'s saved tensors were freed after the first backward). Pass retain_graph=true "
            "to the first backward if you need to call it twice");
     Grads grads(*n);

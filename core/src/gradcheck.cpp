@@ -208,11 +208,10 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
         if (!(err <= opt.atol + opt.rtol * std::abs(num))) {
           std::ostringstream os;
           os.precision(10);
-          os << "input " << i << " (shape " << shape_str(x.shape()) << ", element "
-             << index_str(e, x.shape()) << "): analytic " << a << " vs numeric " << num
-             << " (|diff| " << err << " > atol " << opt.atol << " + rtol " << opt.rtol
-             << " * |numeric|) with a " << L.name << " dout (strides " << strides_str(L.w)
-             << "); the output came from " << out_fn;
+          os << "input " << i << " (shape " << shape_str(x.shape()) << ", element " << index_str(e, x.shape())
+             << "): analytic " << a << " vs numeric " << num << " (|diff| " << err << " > atol " << opt.atol
+             << " + rtol " << opt.rtol << " * |numeric|) with a " << L.name << " dout (strides "
+             << strides_str(L.w) << "); the output came from " << out_fn;
           restore();
           return failed(os.str());
         }

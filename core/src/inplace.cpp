@@ -63,9 +63,7 @@ bool has_expanded_dim(const Shape& shape, const Shape& strides) {
 struct StorageLike {
   Tensor buffer;  // 1-D: storage elements [lo, lo + numel)
   int64_t lo = 0;
-  Tensor as(const Geometry& g) const {
-    return make_view(buffer, g.shape, g.strides, g.offset - lo);
-  }
+  Tensor as(const Geometry& g) const { return make_view(buffer, g.shape, g.strides, g.offset - lo); }
 };
 
 StorageLike storage_like(const Geometry& base, DType dtype, bool zero) {
@@ -106,8 +104,7 @@ void scatter_into(const Tensor& region, const Tensor& grad) {
 }
 
 // The view's gradient as a gradient of its base: AsStridedBackward0's backward.
-void as_strided_backward(const Geometry& base, const Geometry& view, const Tensor& dout,
-                         Grads& grads) {
+void as_strided_backward(const Geometry& base, const Geometry& view, const Tensor& dout, Grads& grads) {
   // in the forward pass the view read the base's elements at its strides, so the base gets
   // dout at those elements and 0 elsewhere (summed where an expanded view read one twice)
   StorageLike s = storage_like(base, dout.dtype(), /*zero=*/true);
@@ -140,8 +137,7 @@ void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
   Node::Edge edge = edge_to(base);
   std::shared_ptr<Node> node = new_node("AsStridedBackward0");
   node->next.push_back(std::move(edge));
-  node->backward = [b = geometry_of(*v.view_base), g = geometry_of(v)](const Tensor& dout,
-                                                                         Grads& grads) {
+  node->backward = [b = geometry_of(*v.view_base), g = geometry_of(v)](const Tensor& dout, Grads& grads) {
     as_strided_backward(b, g, dout, grads);
   };
   v.grad_fn = std::move(node);
@@ -150,37 +146,42 @@ void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
 }  // namespace detail
 
 // ---------------------------------------------------------------- checks
-void check_recorded_inplace(const char* op, const Tensor& self,
-                            std::initializer_list<Tensor> others) {
+void check_recorded_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others) {
   if (!GradMode::is_enabled()) return;
   const TensorImpl& impl = *self.impl();
   if (impl.view_made_without_grad)
-    fail(op, "a view (shape ", self.shape(), ") was made under NoGradGuard from a tensor that "
-         "requires grad (shape ", impl.view_base->shape, ") and is being modified in place with "
+    fail(op, "a view (shape ", self.shape(),
+         ") was made under NoGradGuard from a tensor that "
+         "requires grad (shape ",
+         impl.view_base->shape,
+         ") and is being modified in place with "
          "grad mode on; that is ambiguous, so it is refused (as in torch). Make the view and the "
          "in-place op both inside the NoGradGuard, or both outside it");
   if (!self.requires_grad() && !any_requires_grad(others)) return;  // nothing will be recorded
   check_no_internal_overlap(op, self);  // even fill_: its backward would write one place twice
   const TensorImpl* base = impl.view_base.get();
   if (base && has_expanded_dim(base->shape, base->strides))
-    fail(op, "in-place op on a view (shape ", self.shape(), ") of a tensor whose elements share "
-         "memory (shape ", base->shape, ", strides ", base->strides, "): its gradient cannot be "
+    fail(op, "in-place op on a view (shape ", self.shape(),
+         ") of a tensor whose elements share "
+         "memory (shape ",
+         base->shape, ", strides ", base->strides,
+         "): its gradient cannot be "
          "told apart. Call .clone() on that tensor first");
   if (self.is_leaf() && impl.requires_grad)
     fail(op, "a leaf tensor that requires grad (shape ", self.shape(),
          ") is being used in an in-place operation; wrap it in NoGradGuard, or use the "
          "out-of-place op");
   if (base && !base->grad_fn && base->requires_grad)
-    fail(op, "a view (shape ", self.shape(), ") of a leaf tensor that requires grad (shape ",
-         base->shape, ") is being used in an in-place operation; wrap it in NoGradGuard, or "
+    fail(op, "a view (shape ", self.shape(), ") of a leaf tensor that requires grad (shape ", base->shape,
+         ") is being used in an in-place operation; wrap it in NoGradGuard, or "
          "clone() the leaf first");
 }
 
 void check_inplace(const char* op, const Tensor& self) {
   check_recorded_inplace(op, self);
   if (GradMode::is_enabled() && self.requires_grad())
-    fail(op, "in-place ", op, " on a tensor that is part of the autograd graph (shape ",
-         self.shape(), ", produced by ", self.grad_fn_name(),
+    fail(op, "in-place ", op, " on a tensor that is part of the autograd graph (shape ", self.shape(),
+         ", produced by ", self.grad_fn_name(),
          ") is not recorded for backward; use the out-of-place op, or NoGradGuard if the "
          "gradient should not see it");
 }
@@ -188,14 +189,14 @@ void check_inplace(const char* op, const Tensor& self) {
 void check_no_internal_overlap(const char* op, const Tensor& self) {
   if (has_expanded_dim(self.shape(), self.strides()))
     fail(op, "more than one element of the written-to tensor (shape ", self.shape(), ", strides ",
-         self.strides(), ") refers to a single memory location: it is an expanded view. Call "
+         self.strides(),
+         ") refers to a single memory location: it is an expanded view. Call "
          ".clone() before the in-place operation");
 }
 
 // ---------------------------------------------------------------- recording
 namespace detail {
-Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others,
-                       BackwardFn fn) {
+Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others, BackwardFn fn) {
   TensorImpl& impl = *self.impl();
   if ((impl.grad_fn == nullptr && impl.requires_grad) || impl.view_made_without_grad)
     check_recorded_inplace(name, self);  // throws; ops call it before writing
@@ -231,8 +232,8 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
     std::shared_ptr<Node> copy = new_node("CopySlices");
     copy->next.push_back(std::move(base_edge));
     for (Node::Edge& e : other_edges) copy->next.push_back(std::move(e));
-    copy->backward = [f, sink, b = geometry_of(*base_impl), v = geometry_of(impl)](
-                         const Tensor& dout, Grads& grads) {
+    copy->backward = [f, sink, b = geometry_of(*base_impl), v = geometry_of(impl)](const Tensor& dout,
+                                                                                   Grads& grads) {
       // in the forward pass the base's region under the view was replaced by F(view, others)
       // and the rest kept its old values: the old base gets dout outside the region and F's
       // gradient for the view's old values inside it; F's other inputs get F's gradients

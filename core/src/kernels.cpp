@@ -11,8 +11,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      fail(op, "shapes ", a, " and ", b, " cannot be broadcast together (dim ", i, ": ", da,
-           " vs ", db, ")");
+      fail(op, "shapes ", a, " and ", b, " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -20,8 +19,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 
 Shape broadcast_strides(const Tensor& t, const Shape& target) {
   const Shape& s = t.shape();
-  if (s.size() > target.size())
-    fail("broadcast", "shape ", s, " cannot be broadcast to ", target);
+  if (s.size() > target.size()) fail("broadcast", "shape ", s, " cannot be broadcast to ", target);
   Shape out(target.size(), 0);
   const std::size_t lead = target.size() - s.size();
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -44,18 +42,19 @@ void copy_into(const Tensor& dst, const Tensor& src) {
       using S = decltype(stag);
       D* pd = static_cast<D*>(dst.raw_data_ptr());
       const S* ps = static_cast<const S*>(src.raw_data_ptr());
-      parallel_for_each_row<2>(dst.shape(), st, kGrain, [&](const std::array<int64_t, 2>& off, int64_t n,
-                                           const std::array<int64_t, 2>& in) {
-        D* o = pd + off[0];
-        const S* x = ps + off[1];
-        if constexpr (std::is_same_v<D, S>) {
-          if (in[0] == 1 && in[1] == 1) {
-            std::memcpy(o, x, static_cast<std::size_t>(n) * sizeof(D));
-            return;
-          }
-        }
-        for (int64_t i = 0; i < n; ++i) o[i * in[0]] = static_cast<D>(x[i * in[1]]);
-      });
+      parallel_for_each_row<2>(
+          dst.shape(), st, kGrain,
+          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
+            D* o = pd + off[0];
+            const S* x = ps + off[1];
+            if constexpr (std::is_same_v<D, S>) {
+              if (in[0] == 1 && in[1] == 1) {
+                std::memcpy(o, x, static_cast<std::size_t>(n) * sizeof(D));
+                return;
+              }
+            }
+            for (int64_t i = 0; i < n; ++i) o[i * in[0]] = static_cast<D>(x[i * in[1]]);
+          });
     });
   });
 }

@@ -25,10 +25,14 @@ using xgrad::dispatch_float;  // public: xgrad/dtype.h
 template <class F>
 decltype(auto) dispatch_all(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(bool{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::Bool:
+      return f(bool{});
   }
   return f(float{});
 }
@@ -38,8 +42,8 @@ decltype(auto) dispatch_all(DType t, F&& f) {
 inline int64_t wrap_dim(const char* op, int64_t d, const Shape& shape) {
   const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
   if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
-         -r, ", ", r - 1, "])");
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
+         r - 1, "])");
   return d < 0 ? d + r : d;
 }
 
@@ -76,8 +80,7 @@ RowGeometry<N> merge_dims(const Shape& shape, const std::array<Shape, N>& stride
   for (int64_t d = 0; d < rank; ++d) {
     if (shape[d] == 1) continue;
     bool fuse = g.nd > 0;
-    for (std::size_t k = 0; k < N && fuse; ++k)
-      fuse = g.st[k][g.nd - 1] == strides[k][d] * shape[d];
+    for (std::size_t k = 0; k < N && fuse; ++k) fuse = g.st[k][g.nd - 1] == strides[k][d] * shape[d];
     if (fuse) {
       g.sz[g.nd - 1] *= shape[d];
       for (std::size_t k = 0; k < N; ++k) g.st[k][g.nd - 1] = strides[k][d];
@@ -167,8 +170,8 @@ using xgrad::would_split;
 // per-row results do not depend on the thread count.
 template <class F>
 void parallel_rows(int64_t rows, int64_t row_len, int64_t grain, F&& fn) {
-  const int64_t per_chunk = std::max<int64_t>(1, (grain + std::max<int64_t>(row_len, 1) - 1) /
-                                                     std::max<int64_t>(row_len, 1));
+  const int64_t per_chunk =
+      std::max<int64_t>(1, (grain + std::max<int64_t>(row_len, 1) - 1) / std::max<int64_t>(row_len, 1));
   if (rows < 2 * per_chunk || get_num_threads() == 1 || in_parallel_region()) {
     if (rows > 0) fn(int64_t{0}, rows);
     return;
@@ -203,17 +206,18 @@ void map_unary(const Tensor& a, const Tensor& out, F&& f) {
   const T* pa = a.data_ptr<T>();
   U* po = out.data_ptr<U>();
   std::array<Shape, 2> st{out.strides(), a.strides()};
-  parallel_for_each_row<2>(a.shape(), st, kGrain, [&](const std::array<int64_t, 2>& off, int64_t n,
-                                     const std::array<int64_t, 2>& in) {
-    const auto fn = f;  // a local copy: the output stores cannot alias its captures
-    U* o = po + off[0];
-    const T* x = pa + off[1];
-    if (in[0] == 1 && in[1] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]]);
-    }
-  });
+  parallel_for_each_row<2>(
+      a.shape(), st, kGrain,
+      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
+        const auto fn = f;  // a local copy: the output stores cannot alias its captures
+        U* o = po + off[0];
+        const T* x = pa + off[1];
+        if (in[0] == 1 && in[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * in[0]] = fn(x[i * in[1]]);
+        }
+      });
 }
 
 }  // namespace xgrad::kernels

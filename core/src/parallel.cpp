@@ -38,7 +38,7 @@ namespace xgrad {
 
 namespace {
 
-constexpr int kSpinMicros = 50;   // how long an idle worker spins before it sleeps
+constexpr int kSpinMicros = 50;    // how long an idle worker spins before it sleeps
 constexpr int kMaxThreads = 1024;  // chunk counts must fit the ticket's 16 bits
 
 inline void cpu_relax() {
@@ -138,8 +138,7 @@ class Pool {
       if ((t >> 32) != gen) return;
       const int64_t idx = static_cast<int64_t>(t & 0xffffu);
       if (idx >= static_cast<int64_t>((t >> 16) & 0xffffu)) return;  // all claimed
-      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
-                                         std::memory_order_acquire))
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire))
         continue;
       // chunk idx of job gen is ours: the caller waits for it, so the fields are stable
       if (!failed_.load(std::memory_order_relaxed)) {
@@ -221,7 +220,7 @@ void set_num_threads(int n) {
   if (n > kMaxThreads) fail("set_num_threads", "at most ", kMaxThreads, " threads, got ", n);
   if (t_in_parallel) fail("set_num_threads", "cannot change the thread count inside parallel_for");
   std::atomic<int>& count = thread_count();
-  pool();  // constructed before any use, so destroyed after it
+  pool();                                              // constructed before any use, so destroyed after it
   std::lock_guard<std::mutex> lk(pool().job_mutex());  // waits for a running job
   count.store(n, std::memory_order_relaxed);
 }

@@ -53,8 +53,8 @@ class Formatter {
     if (int_mode_) {
       sci_ = hi / lo > 1000.0 || hi > 1e8;
       for (double v : finite)
-        width_ = std::max<int>(width_, static_cast<int>(sci_ ? py_float(v, "%.4e").size()
-                                                             : py_float(v, "%.0f").size() + 1));
+        width_ = std::max<int>(
+            width_, static_cast<int>(sci_ ? py_float(v, "%.4e").size() : py_float(v, "%.0f").size() + 1));
     } else {
       sci_ = hi / lo > 1000.0 || hi > 1e8 || lo < 1e-4;
       for (double v : finite)

@@ -3,6 +3,7 @@
 // the recording profile's list under a mutex.
 #include "xgrad/profiler.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +13,6 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 #include "xgrad/error.h"
 
@@ -22,7 +22,8 @@ namespace {
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 struct Frame {
@@ -146,7 +147,8 @@ std::string format_time(int64_t ns) {
 std::string format_memory(int64_t bytes) {
   char buf[32];
   const double b = double(bytes);
-  if (std::abs(b) >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f Gb", b / (1024.0 * 1024 * 1024));
+  if (std::abs(b) >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f Gb", b / (1024.0 * 1024 * 1024));
   else if (std::abs(b) >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f Mb", b / (1024.0 * 1024));
   else if (std::abs(b) >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f Kb", b / 1024.0);
   else std::snprintf(buf, sizeof buf, "%lld b", static_cast<long long>(bytes));
@@ -165,10 +167,12 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
   if (sort_by == "self_cpu_time_total") key = [](const FunctionAverage& a) { return a.self_cpu_ns; };
   else if (sort_by == "cpu_time_total") key = [](const FunctionAverage& a) { return a.cpu_ns; };
   else if (sort_by == "cpu_memory_usage") key = [](const FunctionAverage& a) { return a.cpu_bytes; };
-  else if (sort_by == "self_cpu_memory_usage") key = [](const FunctionAverage& a) { return a.self_cpu_bytes; };
+  else if (sort_by == "self_cpu_memory_usage")
+    key = [](const FunctionAverage& a) { return a.self_cpu_bytes; };
   else if (sort_by == "count") key = [](const FunctionAverage& a) { return a.count; };
   else
-    fail("profiler::KeyAverages::table", "unknown sort_by '", sort_by, "' (self_cpu_time_total, "
+    fail("profiler::KeyAverages::table", "unknown sort_by '", sort_by,
+         "' (self_cpu_time_total, "
          "cpu_time_total, cpu_memory_usage, self_cpu_memory_usage or count)");
   std::vector<FunctionAverage> sorted = rows;
   std::stable_sort(sorted.begin(), sorted.end(),
@@ -181,9 +185,9 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
   std::size_t name_w = 4;
   for (const FunctionAverage& a : sorted) name_w = std::max(name_w, a.name.size());
   name_w = std::min<std::size_t>(name_w, 55);
-  const std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %",
-                                            "CPU total", "CPU time avg", "CPU Mem",
-                                            "Self CPU Mem", "# of Calls"};
+  const std::vector<std::string> headers = {"Name",        "Self CPU %",   "Self CPU",
+                                            "CPU total %", "CPU total",    "CPU time avg",
+                                            "CPU Mem",     "Self CPU Mem", "# of Calls"};
   const int w = 12;
   std::ostringstream os;
   auto rule = [&] {
@@ -203,9 +207,8 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
   rule();
   for (const FunctionAverage& a : sorted)
     row({a.name, percent(a.self_cpu_ns, self_total), format_time(a.self_cpu_ns),
-         percent(a.cpu_ns, self_total), format_time(a.cpu_ns),
-         format_time(a.count ? a.cpu_ns / a.count : 0), format_memory(a.cpu_bytes),
-         format_memory(a.self_cpu_bytes), std::to_string(a.count)});
+         percent(a.cpu_ns, self_total), format_time(a.cpu_ns), format_time(a.count ? a.cpu_ns / a.count : 0),
+         format_memory(a.cpu_bytes), format_memory(a.self_cpu_bytes), std::to_string(a.count)});
   rule();
   os << "Self CPU time total: " << format_time(self_total) << "\n";
   return os.str();
@@ -241,10 +244,9 @@ std::string profile::chrome_trace_json() const {
     char times[96];
     std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f", double(e.start_ns) / 1e3,
                   double(e.duration_ns) / 1e3);
-    os << (i ? ",\n  " : "\n  ") << "{\"ph\": \"X\", \"cat\": \""
-       << (e.backward ? "backward" : "cpu_op") << "\", \"name\": " << json_string(e.name)
-       << ", \"pid\": " << pid << ", \"tid\": " << e.thread << ", " << times
-       << ", \"args\": {\"bytes\": " << e.bytes << ", \"self bytes\": " << e.self_bytes << "}}";
+    os << (i ? ",\n  " : "\n  ") << "{\"ph\": \"X\", \"cat\": \"" << (e.backward ? "backward" : "cpu_op")
+       << "\", \"name\": " << json_string(e.name) << ", \"pid\": " << pid << ", \"tid\": " << e.thread << ", "
+       << times << ", \"args\": {\"bytes\": " << e.bytes << ", \"self bytes\": " << e.self_bytes << "}}";
   }
   os << "\n], \"displayTimeUnit\": \"ms\"}\n";
   return os.str();

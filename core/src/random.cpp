@@ -48,8 +48,8 @@ inline float uniform_real_float(uint32_t val, float from, float to) {
   return std::fma(x, to - from, from);
 }
 inline double uniform_real_double(uint64_t val, double from, double to) {
-  double x = static_cast<double>(val & ((uint64_t{1} << 53) - 1)) *
-             (1.0 / static_cast<double>(uint64_t{1} << 53));
+  double x =
+      static_cast<double>(val & ((uint64_t{1} << 53) - 1)) * (1.0 / static_cast<double>(uint64_t{1} << 53));
   return std::fma(x, to - from, from);
 }
 
@@ -64,9 +64,8 @@ inline uint64_t join64(uint32_t hi, uint32_t lo) { return (static_cast<uint64_t>
 constexpr float kMinNormPos = 1.17549435e-38f;  // 0x00800000
 constexpr float kSqrtHf = 0.707106781186547524f;
 constexpr float kLogP0 = 7.0376836292E-2f, kLogP1 = -1.1514610310E-1f, kLogP2 = 1.1676998740E-1f,
-                kLogP3 = -1.2420140846E-1f, kLogP4 = +1.4249322787E-1f,
-                kLogP5 = -1.6668057665E-1f, kLogP6 = +2.0000714765E-1f,
-                kLogP7 = -2.4999993993E-1f, kLogP8 = +3.3333331174E-1f;
+                kLogP3 = -1.2420140846E-1f, kLogP4 = +1.4249322787E-1f, kLogP5 = -1.6668057665E-1f,
+                kLogP6 = +2.0000714765E-1f, kLogP7 = -2.4999993993E-1f, kLogP8 = +3.3333331174E-1f;
 constexpr float kLogQ1 = -2.12194440e-4f, kLogQ2 = 0.693359375f;
 
 [[maybe_unused]] inline float log256_ps(float x) {
@@ -196,16 +195,14 @@ inline void sincos256_ps_v(__m256 x, __m256* s, __m256* c) {
   y = _mm256_cvtepi32_ps(imm2);
   __m256i imm4 = imm2;
   const __m256i four = _mm256_set1_epi32(4), two = _mm256_set1_epi32(2);
-  const __m256 swap_sign_bit_sin =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(imm2, four), 29));
-  const __m256 poly_mask = _mm256_castsi256_ps(
-      _mm256_cmpeq_epi32(_mm256_and_si256(imm2, two), _mm256_setzero_si256()));
+  const __m256 swap_sign_bit_sin = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(imm2, four), 29));
+  const __m256 poly_mask =
+      _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(imm2, two), _mm256_setzero_si256()));
   x = _mm256_fmadd_ps(y, _mm256_set1_ps(kMinusDP1), x);
   x = _mm256_fmadd_ps(y, _mm256_set1_ps(kMinusDP2), x);
   x = _mm256_fmadd_ps(y, _mm256_set1_ps(kMinusDP3), x);
   imm4 = _mm256_sub_epi32(imm4, two);
-  const __m256 sign_bit_cos =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_andnot_si256(imm4, four), 29));
+  const __m256 sign_bit_cos = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_andnot_si256(imm4, four), 29));
   sign_bit_sin = _mm256_xor_ps(sign_bit_sin, swap_sign_bit_sin);
 
   const __m256 z = _mm256_mul_ps(x, x);
@@ -449,8 +446,7 @@ void check_uniform_range(double from, double to) {
     fail("uniform_", "from=", from, " and to=", to, " must be finite values of the dtype");
   if (!(from <= to))
     fail("uniform_", "expects to return a [from, to) range, but found from=", from, " > to=", to);
-  if (!(to - from <= hi))
-    fail("uniform_", "expects to-from <= dtype max, but found to-from=", to - from);
+  if (!(to - from <= hi)) fail("uniform_", "expects to-from <= dtype max, but found to-from=", to - from);
 }
 }  // namespace
 
@@ -601,10 +597,11 @@ void Generator::random_int(int64_t* out, int64_t n, int64_t low, int64_t high) {
 //   5048 float next_float_normal_sample | 5052 bool valid | 5053 pad -> 5056
 namespace {
 constexpr size_t kOffSeed = 0, kOffLeft = 8, kOffSeeded = 12, kOffNext = 16, kOffState = 24,
-                 kOffNormalY = 5024, kOffNormalValid = 5040, kOffFloatNormal = 5048,
-                 kOffFloatValid = 5052;
+                 kOffNormalY = 5024, kOffNormalValid = 5040, kOffFloatNormal = 5048, kOffFloatValid = 5052;
 template <class T>
-void put(std::vector<uint8_t>& b, size_t off, T v) { std::memcpy(b.data() + off, &v, sizeof(T)); }
+void put(std::vector<uint8_t>& b, size_t off, T v) {
+  std::memcpy(b.data() + off, &v, sizeof(T));
+}
 template <class T>
 T get(const std::vector<uint8_t>& b, size_t off) {
   T v;
@@ -646,8 +643,7 @@ void Generator::set_state(const std::vector<uint8_t>& b) {
   // before the next twist stay inside state[] (torch would read past it).
   if (!e.seeded || e.left < 1 || e.left > kN || next > static_cast<uint64_t>(kN) ||
       next + static_cast<uint64_t>(e.left) > static_cast<uint64_t>(kN) + 1)
-    fail("set_state", "invalid mt19937 state (seeded=", e.seeded, ", left=", e.left,
-         ", next=", next, ")");
+    fail("set_state", "invalid mt19937 state (seeded=", e.seeded, ", left=", e.left, ", next=", next, ")");
   e.next = static_cast<uint32_t>(next);
   for (int k = 0; k < kN; ++k) {
     e.state[k] = static_cast<uint32_t>(get<uint64_t>(b, kOffState + 8 * k));

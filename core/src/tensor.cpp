@@ -6,8 +6,8 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
-#include <unordered_map>
 #include <numeric>
+#include <unordered_map>
 
 #include "kernels.h"
 #include "xgrad/autograd.h"
@@ -118,10 +118,14 @@ Storage::~Storage() {
 // ---------------------------------------------------------------- small helpers
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -217,12 +221,13 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dty
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   const TensorImpl& b = *base.impl();
-  if (shape.size() != strides.size()) fail("make_view", "shape ", shape, " and strides ", strides, " differ in rank");
+  if (shape.size() != strides.size())
+    fail("make_view", "shape ", shape, " and strides ", strides, " differ in rank");
   // bounds: the lowest and highest element addressed must lie inside the storage
   int64_t lo = offset, hi = offset;
   for (int64_t s : shape)
     if (s < 0) fail("make_view", "negative size in shape ", shape);
-  const bool empty_view = numel_of(shape) == 0;  // throws when the element count overflows
+  const bool empty_view = numel_of(shape) == 0;                    // throws when the element count overflows
   for (std::size_t d = 0; d < shape.size() && !empty_view; ++d) {  // no element: no bounds
     const int64_t span = checked_mul(shape[d] - 1, strides[d], shape);
     if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
@@ -268,8 +273,8 @@ DType Tensor::dtype() const { return checked().dtype; }
 static int64_t wrap_dim(const char* op, int64_t d, int64_t rank, const Shape& shape) {
   const int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape,
-         " (expected in [", -r, ", ", r - 1, "])");
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
+         r - 1, "])");
   return d < 0 ? d + r : d;
 }
 
@@ -296,8 +301,7 @@ bool Tensor::is_contiguous() const {
 
 template <std::size_t N>
 static std::array<int64_t, N> shape_n(const Tensor& t) {
-  if (t.dim() != static_cast<int64_t>(N))
-    fail("shape", "expected a ", N, "-D tensor, got shape ", t.shape());
+  if (t.dim() != static_cast<int64_t>(N)) fail("shape", "expected a ", N, "-D tensor, got shape ", t.shape());
   std::array<int64_t, N> out{};
   for (std::size_t i = 0; i < N; ++i) out[i] = t.shape()[i];
   return out;
@@ -320,8 +324,8 @@ void* Tensor::raw_data_ptr() const {
 template <class T>
 T* Tensor::data_ptr() const {
   if (dtype() != dtype_of<T>::value)
-    fail("data_ptr", "requested ", dtype_name(dtype_of<T>::value), " data from a ",
-         dtype_name(dtype()), " tensor of shape ", shape());
+    fail("data_ptr", "requested ", dtype_name(dtype_of<T>::value), " data from a ", dtype_name(dtype()),
+         " tensor of shape ", shape());
   return static_cast<T*>(raw_data_ptr());
 }
 template float* Tensor::data_ptr<float>() const;
@@ -331,7 +335,8 @@ template bool* Tensor::data_ptr<bool>() const;
 
 double Tensor::item() const {
   if (numel() != 1)
-    fail("item", "a tensor with ", numel(), " elements (shape ", shape(), ") cannot be converted to a scalar");
+    fail("item", "a tensor with ", numel(), " elements (shape ", shape(),
+         ") cannot be converted to a scalar");
   return kernels::dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     return static_cast<double>(*data_ptr<T>());
@@ -472,11 +477,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   const DType src_dtype = src.dtype();
   return record_inplace("CopyBackwards", *this, {src},
                         [src_shape, src_dtype](const Tensor& dout, Grads& grads) {
-    // in the forward pass self = src broadcast and converted, so the old self gets 0 and src
-    // gets dout summed over the broadcast dims, converted back
-    if (grads.wants(0)) grads.add(0, zeros(dout.shape(), dout.dtype()));
-    if (grads.wants(1)) grads.add(1, sum_to(dout, src_shape).to(src_dtype));
-  });
+                          // in the forward pass self = src broadcast and converted, so the old self gets 0
+                          // and src gets dout summed over the broadcast dims, converted back
+                          if (grads.wants(0)) grads.add(0, zeros(dout.shape(), dout.dtype()));
+                          if (grads.wants(1)) grads.add(1, sum_to(dout, src_shape).to(src_dtype));
+                        });
 }
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
@@ -492,27 +497,29 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     const T a = static_cast<T>(alpha);
     T* po = data_ptr<T>();
     const T* pb = other.data_ptr<T>();
-    kernels::parallel_for_each_row<2>(shape(), st, kernels::kGrain,
-                                      [&](const std::array<int64_t, 2>& off, int64_t n,
-                                          const std::array<int64_t, 2>& in) {
-      T* o = po + off[0];
-      const T* x = pb + off[1];
-      const T alpha_t = a;  // a local copy: the stores to o cannot alias it
-      if (in[0] == 1 && in[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] += alpha_t * x[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * in[0]] += alpha_t * x[i * in[1]];
-      }
-    });
+    kernels::parallel_for_each_row<2>(
+        shape(), st, kernels::kGrain,
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
+          T* o = po + off[0];
+          const T* x = pb + off[1];
+          const T alpha_t = a;  // a local copy: the stores to o cannot alias it
+          if (in[0] == 1 && in[1] == 1) {
+            for (int64_t i = 0; i < n; ++i) o[i] += alpha_t * x[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i) o[i * in[0]] += alpha_t * x[i * in[1]];
+          }
+        });
   });
   bump(*this);
   if (!GradMode::is_enabled()) return *this;  // gradient accumulation's path: no closure to build
   return record_inplace("AddBackward0", *this, {other},
                         [alpha, other_shape = other.shape()](const Tensor& dout, Grads& grads) {
-    // in the forward pass self = self + alpha * other, so dself = dout, dother = alpha * dout
-    if (grads.wants(0)) grads.add(0, dout);
-    if (grads.wants(1)) grads.add(1, sum_to(alpha == 1.0 ? dout : dout * alpha, other_shape));
-  });
+                          // in the forward pass self = self + alpha * other, so dself = dout, dother = alpha
+                          // * dout
+                          if (grads.wants(0)) grads.add(0, dout);
+                          if (grads.wants(1))
+                            grads.add(1, sum_to(alpha == 1.0 ? dout : dout * alpha, other_shape));
+                        });
 }
 
 Tensor& Tensor::mul_(double value) {
@@ -538,8 +545,7 @@ Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
   const Tensor kept = GradMode::is_enabled() && requires_grad() ? eq(out, old) : Tensor();
   kernels::copy_into(*this, out);
   bump(*this);
-  return record_inplace("ClampBackward1", *this, {},
-                        [k = save(kept)](const Tensor& dout, Grads& grads) {
+  return record_inplace("ClampBackward1", *this, {}, [k = save(kept)](const Tensor& dout, Grads& grads) {
     // in the forward pass self kept its values inside [min, max], so dself = dout there, 0 outside
     grads.add(0, xgrad::masked_fill(dout, logical_not(k.get()), 0.0));
   });

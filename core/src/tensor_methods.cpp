@@ -27,7 +27,9 @@ Tensor Tensor::relu() const { return xgrad::relu(*this); }
 Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
   return xgrad::where(condition, *this, other);
 }
-std::vector<Tensor> Tensor::split(Int split_size, Int dim) const { return xgrad::split(*this, split_size, dim); }
+std::vector<Tensor> Tensor::split(Int split_size, Int dim) const {
+  return xgrad::split(*this, split_size, dim);
+}
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, Int dim) const {
   return xgrad::split(*this, sizes, dim);
 }
@@ -35,13 +37,17 @@ std::vector<Tensor> Tensor::split(std::initializer_list<int64_t> sizes, Int dim)
   return xgrad::split(*this, std::vector<int64_t>(sizes), dim);
 }
 std::vector<Tensor> Tensor::chunk(Int chunks, Int dim) const { return xgrad::chunk(*this, chunks, dim); }
-Tensor Tensor::index_select(Int dim, const Tensor& index) const { return xgrad::index_select(*this, dim, index); }
+Tensor Tensor::index_select(Int dim, const Tensor& index) const {
+  return xgrad::index_select(*this, dim, index);
+}
 Tensor Tensor::gather(Int dim, const Tensor& index) const { return xgrad::gather(*this, dim, index); }
 Tensor Tensor::scatter_add(Int dim, const Tensor& index, const Tensor& src) const {
   return xgrad::scatter_add(*this, dim, index, src);
 }
 Tensor Tensor::masked_select(const Tensor& mask) const { return xgrad::masked_select(*this, mask); }
-Tensor Tensor::roll(Dims shifts, Dims dims) const { return xgrad::roll(*this, std::move(shifts), std::move(dims)); }
+Tensor Tensor::roll(Dims shifts, Dims dims) const {
+  return xgrad::roll(*this, std::move(shifts), std::move(dims));
+}
 Tensor Tensor::tril(Int diagonal) const { return xgrad::tril(*this, diagonal); }
 Tensor Tensor::triu(Int diagonal) const { return xgrad::triu(*this, diagonal); }
 Tensor& Tensor::tril_(Int diagonal) { return xgrad::tril_(*this, diagonal); }

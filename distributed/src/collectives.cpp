@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "internal.h"
 #include "xgrad/autograd.h"
 #include "xgrad/distributed.h"
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
-#include "internal.h"
 
 namespace xgrad::distributed {
 
@@ -20,16 +20,21 @@ bool g_initialized = false;
 
 void require_init(const char* op) {
   if (!g_initialized)
-    fail(op, "the default process group has not been initialized; call "
-             "xgrad::distributed::init_process_group() first");
+    fail(op,
+         "the default process group has not been initialized; call "
+         "xgrad::distributed::init_process_group() first");
 }
 
 MPI_Datatype mpi_type(const Tensor& t, const char* op) {
   switch (t.dtype()) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Int64: return MPI_INT64_T;
-    default: break;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int64:
+      return MPI_INT64_T;
+    default:
+      break;
   }
   fail(op, "dtype ", dtype_name(t.dtype()), " (shape ", t.shape(),
        ") is not supported; use float32, float64 or int64");
@@ -90,19 +95,18 @@ int launcher_world_size() {
 }
 
 void init_process_group() {
-  if (g_initialized)
-    fail("init_process_group", "trying to initialize the default process group twice");
+  if (g_initialized) fail("init_process_group", "trying to initialize the default process group twice");
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized)
-    fail("init_process_group", "MPI was finalized by destroy_process_group() and cannot be "
-                               "initialized again in this process");
+    fail("init_process_group",
+         "MPI was finalized by destroy_process_group() and cannot be "
+         "initialized again in this process");
   int already = 0;
   MPI_Initialized(&already);
   if (!already) {
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
-              "init_process_group");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init_process_group");
   }
   g_initialized = true;
 }
@@ -145,12 +149,12 @@ void all_reduce(Tensor& tensor, ReduceOp op) {
   if (!tensor.defined()) fail("all_reduce", "the tensor is undefined");
   MPI_Datatype type = mpi_type(tensor, "all_reduce");
   if (op == ReduceOp::Avg && !tensor.is_floating_point())
-    fail("all_reduce", "ReduceOp::Avg needs a floating-point tensor, got ",
-         dtype_name(tensor.dtype()), " of shape ", tensor.shape(), " (use Sum and divide)");
+    fail("all_reduce", "ReduceOp::Avg needs a floating-point tensor, got ", dtype_name(tensor.dtype()),
+         " of shape ", tensor.shape(), " (use Sum and divide)");
   const int count = to_count(tensor, "all_reduce");
   Contiguous c(tensor);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, c.data(), count, type,
-                          op == ReduceOp::Max ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD),
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, c.data(), count, type, op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
+                          MPI_COMM_WORLD),
             "all_reduce");
   if (op == ReduceOp::Avg) divide_by_world_size(c.buffer);
   c.finish();
@@ -188,9 +192,9 @@ void all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor) {
   Shape gathered_shape = tensor.shape();
   gathered_shape.insert(gathered_shape.begin(), n);
   Tensor gathered = empty(gathered_shape, tensor.dtype());  // (n, *tensor.shape)
-  check_mpi(MPI_Allgather(in.raw_data_ptr(), count, type, gathered.raw_data_ptr(), count, type,
-                          MPI_COMM_WORLD),
-            "all_gather");
+  check_mpi(
+      MPI_Allgather(in.raw_data_ptr(), count, type, gathered.raw_data_ptr(), count, type, MPI_COMM_WORLD),
+      "all_gather");
   NoGradGuard no_grad;
   if (tensor_list.empty()) {
     for (int r = 0; r < n; ++r) tensor_list.push_back(gathered.select(0, r));

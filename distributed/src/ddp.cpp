@@ -65,9 +65,9 @@ struct DistributedDataParallel::Reducer {
       if (b.flat.numel() > INT32_MAX)
         fail("DistributedDataParallel", "a bucket of ", b.flat.numel(),
              " elements exceeds MPI's count; lower bucket_cap_mb");
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, b.flat.raw_data_ptr(), static_cast<int>(b.flat.numel()),
-                                   b.dtype == DType::Float64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
-                                   MPI_COMM_WORLD);
+      const int rc =
+          MPI_Allreduce(MPI_IN_PLACE, b.flat.raw_data_ptr(), static_cast<int>(b.flat.numel()),
+                        b.dtype == DType::Float64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (rc != MPI_SUCCESS) fail("DistributedDataParallel", "MPI_Allreduce failed (error ", rc, ")");
       divide_by_world_size(b.flat);
       offset = 0;
@@ -87,8 +87,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : module_(std::move(module)), options_(options) {
   if (!module_) fail("DistributedDataParallel", "the module is null");
   if (!is_initialized())
-    fail("DistributedDataParallel", "the default process group has not been initialized; call "
-                                    "xgrad::distributed::init_process_group() first");
+    fail("DistributedDataParallel",
+         "the default process group has not been initialized; call "
+         "xgrad::distributed::init_process_group() first");
   if (!(options_.bucket_cap_mb > 0))
     fail("DistributedDataParallel", "bucket_cap_mb must be > 0, got ", options_.bucket_cap_mb);
   register_module("module", module_);
@@ -96,8 +97,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   std::vector<Tensor> trainable;
   for (const Tensor& p : module_->parameters()) {
     if (p.dtype() != DType::Float32 && p.dtype() != DType::Float64)
-      fail("DistributedDataParallel", "parameter of shape ", p.shape(), " has dtype ",
-           dtype_name(p.dtype()), "; only float32 and float64 parameters are supported");
+      fail("DistributedDataParallel", "parameter of shape ", p.shape(), " has dtype ", dtype_name(p.dtype()),
+           "; only float32 and float64 parameters are supported");
     if (p.requires_grad()) trainable.push_back(p);
   }
   // every rank starts from rank 0's weights (torch's _sync_module_states)
@@ -112,8 +113,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
         }
         // bool buffers (attention masks) as bytes: the collectives' dtypes exclude bool
         Tensor bytes = b.contiguous();
-        if (MPI_Bcast(bytes.raw_data_ptr(), static_cast<int>(bytes.numel()), MPI_BYTE, 0,
-                      MPI_COMM_WORLD) != MPI_SUCCESS)
+        if (MPI_Bcast(bytes.raw_data_ptr(), static_cast<int>(bytes.numel()), MPI_BYTE, 0, MPI_COMM_WORLD) !=
+            MPI_SUCCESS)
           fail("DistributedDataParallel", "broadcasting a bool buffer of shape ", b.shape(), " failed");
         if (bytes.impl() != b.impl()) b.copy_(bytes);
       }
@@ -124,8 +125,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  if (!require_sync_ || !GradMode::is_enabled() || get_world_size() == 1)
-    return module_->forward(input);
+  if (!require_sync_ || !GradMode::is_enabled() || get_world_size() == 1) return module_->forward(input);
   // The anchor node is made before any op of the module, so backward runs it last
   // (see the top of this file). It holds the reducer weakly: a graph outliving the module
   // then reduces nothing.
@@ -153,8 +153,7 @@ std::vector<int64_t> DistributedDataParallel::bucket_bytes() const {
   return out;
 }
 
-DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
-    : ddp_(ddp), prev_(ddp.require_sync_) {
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.require_sync_) {
   ddp_.require_sync_ = false;
 }
 DistributedDataParallel::NoSync::~NoSync() { ddp_.require_sync_ = prev_; }

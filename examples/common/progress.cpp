@@ -58,8 +58,8 @@ void Progress::update(int64_t step, double loss, double tokens_per_s, double eta
   std::snprintf(loss_buf, sizeof loss_buf, "%.4f", loss);
   if (!live_) {
     if (step % log_every_ == 0 || step == total_)
-      spdlog::info("step {}/{}  loss {}  {} tok/s  ETA {}", step, total_, loss_buf,
-                   format_rate(tokens_per_s), format_duration(eta_s));
+      spdlog::info("step {}/{}  loss {}  {} tok/s  ETA {}", step, total_, loss_buf, format_rate(tokens_per_s),
+                   format_duration(eta_s));
     return;
   }
   constexpr int kWidth = 24;
@@ -183,7 +183,8 @@ MetricsLog::MetricsLog(fs::path path, int64_t resume_step) : path_(std::move(pat
   std::error_code ec;
   bool exists = fs::exists(path_, ec);
   if (resume_step < 0 && exists)
-    xgrad::fail("metrics", path_.string(), " already exists; pass --resume to continue that run, "
+    xgrad::fail("metrics", path_.string(),
+                " already exists; pass --resume to continue that run, "
                 "or choose another --metrics file");
   if (!path_.parent_path().empty()) fs::create_directories(path_.parent_path(), ec);
   std::string text = std::string(kHeader) + "\n";
@@ -196,7 +197,8 @@ MetricsLog::MetricsLog(fs::path path, int64_t resume_step) : path_(std::move(pat
       fs::path aside = path_;
       aside += ".unreadable-" + std::to_string(::getpid());
       fs::rename(path_, aside, ec);
-      if (ec) xgrad::fail("metrics", "cannot rename ", path_.string(), " to ", aside.string(), ": ", ec.message());
+      if (ec)
+        xgrad::fail("metrics", "cannot rename ", path_.string(), " to ", aside.string(), ": ", ec.message());
       note_ = std::string(e.what()) + "; kept it as " + aside.string() + " and started a new log";
     }
     for (const MetricsRow& r : old) {
@@ -225,8 +227,7 @@ void MetricsLog::append(const MetricsRow& row) {
 }
 
 // ---------------------------------------------------------------- plots
-void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
-                    const std::string& title) {
+void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path, const std::string& title) {
   constexpr double W = 720, H = 420, L = 70, R = 20, T = 40, B = 50;  // size and margins
   double x0 = 0, x1 = 1, y0 = INFINITY, y1 = -INFINITY;
   for (const MetricsRow& r : rows) {
@@ -237,8 +238,14 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
       y1 = std::max(y1, v);
     }
   }
-  if (!std::isfinite(y0)) { y0 = 0; y1 = 1; }
-  if (y1 - y0 < 1e-9) { y0 -= 0.5; y1 += 0.5; }
+  if (!std::isfinite(y0)) {
+    y0 = 0;
+    y1 = 1;
+  }
+  if (y1 - y0 < 1e-9) {
+    y0 -= 0.5;
+    y1 += 0.5;
+  }
   double pad = 0.05 * (y1 - y0);
   y0 -= pad;
   y1 += pad;
@@ -248,8 +255,8 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(1);
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 "
+    << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" << title
     << "</text>\n";
@@ -258,8 +265,8 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
   for (int i = 0; i <= 5; ++i) {
     double yv = y0 + (y1 - y0) * i / 5, xv = x0 + (x1 - x0) * i / 5;
     s << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << py(yv) << "\" y2=\"" << py(yv)
-      << "\"/>\n<line y1=\"" << T << "\" y2=\"" << H - B << "\" x1=\"" << px(xv) << "\" x2=\""
-      << px(xv) << "\"/>\n";
+      << "\"/>\n<line y1=\"" << T << "\" y2=\"" << H - B << "\" x1=\"" << px(xv) << "\" x2=\"" << px(xv)
+      << "\"/>\n";
   }
   s << "</g>\n<g fill=\"#333\">\n";
   for (int i = 0; i <= 5; ++i) {
@@ -268,14 +275,14 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
     std::snprintf(yl, sizeof yl, "%.3g", yv);
     std::snprintf(xl, sizeof xl, "%.0f", xv);
     s << "<text x=\"" << L - 6 << "\" y=\"" << py(yv) + 4 << "\" text-anchor=\"end\">" << yl
-      << "</text>\n<text x=\"" << px(xv) << "\" y=\"" << H - B + 18
-      << "\" text-anchor=\"middle\">" << xl << "</text>\n";
+      << "</text>\n<text x=\"" << px(xv) << "\" y=\"" << H - B + 18 << "\" text-anchor=\"middle\">" << xl
+      << "</text>\n";
   }
   s << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">step</text>\n"
     << "<text transform=\"translate(18," << (T + H - B) / 2
     << ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n</g>\n"
-    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\""
-    << H - T - B << "\" fill=\"none\" stroke=\"#333\"/>\n";
+    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
+    << "\" fill=\"none\" stroke=\"#333\"/>\n";
   auto polyline = [&](bool val, const char* color) {
     std::ostringstream pts;
     pts.setf(std::ios::fixed);
@@ -293,12 +300,11 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
   };
   polyline(false, "#1f77b4");
   polyline(true, "#d62728");
-  s << "<g font-size=\"12\"><line x1=\"" << W - R - 150 << "\" x2=\"" << W - R - 125 << "\" y1=\""
-    << T + 16 << "\" y2=\"" << T + 16 << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\""
-    << W - R - 120 << "\" y=\"" << T + 20 << "\">train loss</text>\n<line x1=\"" << W - R - 150
-    << "\" x2=\"" << W - R - 125 << "\" y1=\"" << T + 34 << "\" y2=\"" << T + 34
-    << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << W - R - 120 << "\" y=\""
-    << T + 38 << "\">val loss</text></g>\n</svg>\n";
+  s << "<g font-size=\"12\"><line x1=\"" << W - R - 150 << "\" x2=\"" << W - R - 125 << "\" y1=\"" << T + 16
+    << "\" y2=\"" << T + 16 << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << W - R - 120
+    << "\" y=\"" << T + 20 << "\">train loss</text>\n<line x1=\"" << W - R - 150 << "\" x2=\"" << W - R - 125
+    << "\" y1=\"" << T + 34 << "\" y2=\"" << T + 34 << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\""
+    << W - R - 120 << "\" y=\"" << T + 38 << "\">val loss</text></g>\n</svg>\n";
   write_file_atomic(path, s.str());
 }
 
@@ -342,7 +348,8 @@ bool gnuplot_png(const std::vector<MetricsRow>& rows, const fs::path& png) {
     << "set output " << shell_quote(out.string()) << "\n"
     << "set title 'train\\_lm loss'\nset xlabel 'step'\nset ylabel 'loss'\nset grid\n"
     << "plot " << shell_quote(train.string()) << " using 1:2 with lines lw 1 title 'train loss'";
-  if (any_val) g << ", " << shell_quote(val.string()) << " using 1:2 with linespoints lw 2 pt 7 ps 0.6 title 'val loss'";
+  if (any_val)
+    g << ", " << shell_quote(val.string()) << " using 1:2 with linespoints lw 2 pt 7 ps 0.6 title 'val loss'";
   g << "\n";
   t.close();
   v.close();
@@ -357,8 +364,7 @@ bool gnuplot_png(const std::vector<MetricsRow>& rows, const fs::path& png) {
 }
 }  // namespace
 
-fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& metrics_csv,
-                         bool try_gnuplot) {
+fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& metrics_csv, bool try_gnuplot) {
   fs::path png = metrics_csv, svg = metrics_csv;
   png.replace_extension(".png");
   svg.replace_extension(".svg");

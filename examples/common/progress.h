@@ -22,7 +22,7 @@ namespace xgrad_examples {
 namespace fs = std::filesystem;
 
 std::string format_duration(double seconds);  // "3m05s", "1h02m", "12.3s"
-std::string format_rate(double per_second);    // "41.2k", "1.20M", "950"
+std::string format_rate(double per_second);   // "41.2k", "1.20M", "950"
 
 class Progress {
  public:

@@ -25,9 +25,9 @@ void RMSNorm::reset_parameters() {
 Tensor RMSNorm::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != normalized_shape)
     fail("RMSNorm", "expected input with last dim ", normalized_shape, ", got shape ", x.shape());
-  const double e = eps ? *eps
-                       : x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
-                                               : std::numeric_limits<float>::epsilon();
+  const double e = eps                     ? *eps
+                   : x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                           : std::numeric_limits<float>::epsilon();
   Tensor inv_rms = rsqrt(mean(x.pow(2.0), {-1}, /*keepdim=*/true) + e);  // (*, 1)
   Tensor y = x * inv_rms;                                                // (*, C)
   return weight.defined() ? y * weight : y;

@@ -19,17 +19,15 @@ void silu_kernel(const T* x, T* out, int64_t n) {
 Tensor silu(const Tensor& x) {
   if (!x.defined()) fail("silu", "got an undefined tensor");
   if (!x.is_floating_point())
-    fail("silu", "expected a float32 or float64 tensor, got ", dtype_name(x.dtype()),
-         " tensor of shape ", x.shape());
+    fail("silu", "expected a float32 or float64 tensor, got ", dtype_name(x.dtype()), " tensor of shape ",
+         x.shape());
 
   // forward: read x through a contiguous handle (detach() first, so a copy made for a
   // strided x is not recorded), write a fresh contiguous tensor
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(x.shape(), x.dtype());
-  if (x.dtype() == kFloat32)
-    silu_kernel(xc.data_ptr<float>(), out.data_ptr<float>(), out.numel());
-  else
-    silu_kernel(xc.data_ptr<double>(), out.data_ptr<double>(), out.numel());
+  if (x.dtype() == kFloat32) silu_kernel(xc.data_ptr<float>(), out.data_ptr<float>(), out.numel());
+  else silu_kernel(xc.data_ptr<double>(), out.data_ptr<double>(), out.numel());
 
   return record("SiluBackward0", out, {x}, [x = save(x)](const Tensor& dout, Grads& grads) {
     // in the forward pass out = x * s with s = sigmoid(x), and ds/dx = s * (1 - s),

@@ -40,8 +40,7 @@ void expect_values(const Tensor& t, const Shape& shape, const std::vector<double
   ASSERT_EQ(t.shape(), shape);
   const std::vector<double> got = t.to_vector<double>();
   ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], expected[i], atol) << "element " << i;
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], atol) << "element " << i;
 }
 
 std::string error_message(const std::function<void()>& f) {
@@ -70,10 +69,12 @@ TEST(Silu, MatchesTorch) {
   EXPECT_EQ(y.grad_fn_name(), "SiluBackward0");
   EXPECT_EQ(y.dtype(), kFloat32);
   (y * w).sum().backward();
-  expect_values(y, {2, 5}, {-0.142278, -0.273638, -0.109456, 0.000000, 0.311230,
-                            0.731059, 1.761594, 3.928055, -0.240616, 0.052498});
-  expect_values(x.grad(), {2, 5}, {-0.044052, 0.041294, 0.752580, 0.750000, -0.369981,
-                                   0.927671, 0.272696, -2.105329, 0.472200, 0.412438});
+  expect_values(y, {2, 5},
+                {-0.142278, -0.273638, -0.109456, 0.000000, 0.311230, 0.731059, 1.761594, 3.928055, -0.240616,
+                 0.052498});
+  expect_values(x.grad(), {2, 5},
+                {-0.044052, 0.041294, 0.752580, 0.750000, -0.369981, 0.927671, 0.272696, -2.105329, 0.472200,
+                 0.412438});
 }
 
 TEST(Silu, Gradcheck) {
@@ -136,10 +137,10 @@ TEST(RMSNorm, MatchesTorch) {
   Tensor w2 = tensor({{0.3, -1.0, 0.5, 2.0}, {1.0, -0.5, 0.25, 0.75}});
   Tensor y = norm(x);
   (y * w2).sum().backward();
-  expect_values(y, {2, 4}, {0.529813, -0.529813, -3.178877, 0.397360,
-                            0.365146, 0.365146, 2.190876, 2.190876});
-  expect_values(x.grad(), {2, 4}, {0.166380, -0.279778, -0.507505, 1.593157,
-                                   2.860320, -2.495143, 0.547688, 0.943336}, 2e-5);
+  expect_values(y, {2, 4},
+                {0.529813, -0.529813, -3.178877, 0.397360, 0.365146, 0.365146, 2.190876, 2.190876});
+  expect_values(x.grad(), {2, 4},
+                {0.166380, -0.279778, -0.507505, 1.593157, 2.860320, -2.495143, 0.547688, 0.943336}, 2e-5);
   expect_values(norm.weight.grad(), {4}, {0.524090, 0.694480, 0.520860, 1.625251});
 }
 
@@ -185,13 +186,12 @@ TEST(RMSNorm, InAContainerWithStateDict) {
   Tensor y = (*block)(randn({2, 3, 4}));
   EXPECT_EQ(y.shape(), (Shape{2, 3, 8}));
   y.sum().backward();
-  for (const auto& [name, p] : block->named_parameters())
-    EXPECT_TRUE(p.grad().defined()) << name;
+  for (const auto& [name, p] : block->named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
 
   std::ostringstream os;
   os << *block;
-  EXPECT_NE(os.str().find("(2): RMSNorm((8,), eps=1e-05, elementwise_affine=True)"),
-            std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("(2): RMSNorm((8,), eps=1e-05, elementwise_affine=True)"), std::string::npos)
+      << os.str();
 }
 
 TEST(RMSNorm, RejectsAWrongLastDim) {
@@ -231,7 +231,8 @@ TEST(Docs, ExcerptsAreTheRealCode) {
     const std::string source = read(dir + "/" + file);
     EXPECT_FALSE(source.empty()) << file << " is missing";
     EXPECT_NE(source.find(block), std::string::npos)
-        << "docs/extending.md quotes " << file << " but the file has no such text:\n" << block;
+        << "docs/extending.md quotes " << file << " but the file has no such text:\n"
+        << block;
     ++excerpts;
     file.clear();
   }

@@ -62,10 +62,12 @@ class Checker {
 
   void close(const std::string& name, const Tensor& t, double rtol = 1e-4, double atol = 1e-5) {
     const auto& [shape, want] = torch_.get(name);
-    if (t.shape() != shape) return mismatch(name, "shape " + xgrad::shape_str(t.shape()) + ", torch " + xgrad::shape_str(shape));
+    if (t.shape() != shape)
+      return mismatch(name, "shape " + xgrad::shape_str(t.shape()) + ", torch " + xgrad::shape_str(shape));
     const std::vector<double> got = t.to_vector<double>();
     for (std::size_t i = 0; i < got.size(); ++i) {
-      const bool ok = std::isinf(want[i]) ? got[i] == want[i] : std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i]);
+      const bool ok = std::isinf(want[i]) ? got[i] == want[i]
+                                          : std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i]);
       if (!ok) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "element %zu is %.9g, torch %.9g", i, got[i], want[i]);

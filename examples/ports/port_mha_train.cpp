@@ -26,8 +26,8 @@ namespace F = xgrad;  // torch.nn.functional's names are xgrad's free functions
 
 class MultiHeadAttention : public nn::Module {
  public:
-  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                     int64_t num_heads, bool qkv_bias = false)
+  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, int64_t num_heads,
+                     bool qkv_bias = false)
       : d_out(d_out), num_heads(num_heads), head_dim(d_out / num_heads) {
     if (d_out % num_heads != 0) fail("MultiHeadAttention", "d_out must be divisible by num_heads");
     W_query = register_module("W_query", std::make_shared<nn::Linear>(d_in, d_out, qkv_bias));
@@ -65,7 +65,8 @@ class TinyLM : public nn::Module {
  public:
   TinyLM(int64_t vocab_size, int64_t emb_dim, int64_t context_length, int64_t num_heads) {
     tok_emb = register_module("tok_emb", std::make_shared<nn::Embedding>(vocab_size, emb_dim));
-    att = register_module("att", std::make_shared<MultiHeadAttention>(emb_dim, emb_dim, context_length, 0.0, num_heads));
+    att = register_module(
+        "att", std::make_shared<MultiHeadAttention>(emb_dim, emb_dim, context_length, 0.0, num_heads));
     norm = register_module("norm", std::make_shared<nn::LayerNorm>(emb_dim));
     out_head = register_module("out_head", std::make_shared<nn::Linear>(emb_dim, vocab_size, false));
   }

@@ -40,20 +40,18 @@ class Checker {
   void tensor(const std::string& what, const Tensor& t, const Shape& shape,
               const std::vector<double>& expected, Tolerance tol = kFixed) {
     if (t.shape() != shape) {
-      mismatch(what, "shape " + xgrad::shape_str(t.shape()) + ", notebook " +
-                         xgrad::shape_str(shape));
+      mismatch(what, "shape " + xgrad::shape_str(t.shape()) + ", notebook " + xgrad::shape_str(shape));
       return;
     }
     if (static_cast<int64_t>(expected.size()) != t.numel()) {
-      mismatch(what, "the program lists " + std::to_string(expected.size()) +
-                         " expected values for " + std::to_string(t.numel()) + " elements");
+      mismatch(what, "the program lists " + std::to_string(expected.size()) + " expected values for " +
+                         std::to_string(t.numel()) + " elements");
       return;
     }
     const std::vector<double> got = t.to_vector<double>();
     for (std::size_t i = 0; i < got.size(); ++i) {
       const double a = got[i], e = expected[i];
-      const bool ok = std::isinf(e) ? a == e
-                                    : std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e);
+      const bool ok = std::isinf(e) ? a == e : std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e);
       if (!ok) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "element %zu is %.6g, notebook printed %.6g", i, a, e);
@@ -69,8 +67,7 @@ class Checker {
     if (t.shape() == shape) {
       ++passed_;
     } else {
-      mismatch(what, "shape " + xgrad::shape_str(t.shape()) + ", notebook " +
-                         xgrad::shape_str(shape));
+      mismatch(what, "shape " + xgrad::shape_str(t.shape()) + ", notebook " + xgrad::shape_str(shape));
     }
   }
 
@@ -90,8 +87,7 @@ class Checker {
   }
 
   int finish() const {
-    std::cout << "\n" << program_ << ": " << passed_ << " passed, " << failed_ << " failed"
-              << std::endl;
+    std::cout << "\n" << program_ << ": " << passed_ << " passed, " << failed_ << " failed" << std::endl;
     return failed_ == 0 ? 0 : 1;
   }
 

@@ -25,8 +25,8 @@ using namespace xgrad;
 
 class MultiHeadAttention : public nn::Module {
  public:
-  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                     int64_t num_heads, bool qkv_bias = false)
+  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, int64_t num_heads,
+                     bool qkv_bias = false)
       : d_in(d_in), d_out(d_out), num_heads(num_heads) {
     // the number of dimensions per head
     head_dim = this->d_out / this->num_heads;
@@ -122,10 +122,10 @@ int main() {
   nn::MultiHeadAttention library_mha(d_in, d_out, batch.size(1), 0.0, 2);
   {
     NoGradGuard no_grad;
-    Tensor short_batch = batch.slice(0, 0, 2).slice(1, 0, 128);                // (2, 128, 800)
-    check.is_true("nn::MultiHeadAttention(batch[:2, :128]) == context_vecs[:2, :128]",
-                  seeds::allclose(library_mha(short_batch),
-                                  context_vecs.slice(0, 0, 2).slice(1, 0, 128), 1e-4, 1e-5));
+    Tensor short_batch = batch.slice(0, 0, 2).slice(1, 0, 128);  // (2, 128, 800)
+    check.is_true(
+        "nn::MultiHeadAttention(batch[:2, :128]) == context_vecs[:2, :128]",
+        seeds::allclose(library_mha(short_batch), context_vecs.slice(0, 0, 2).slice(1, 0, 128), 1e-4, 1e-5));
   }
 
   return check.finish();

@@ -58,8 +58,8 @@ std::optional<std::string> read_latest(const fs::path& root) {
 
 std::string new_checkpoint_id(int64_t step) {
   std::random_device rd;
-  uint64_t nonce = (uint64_t(rd()) << 32) ^ rd() ^
-                   uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  uint64_t nonce =
+      (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   char buf[64];
   std::snprintf(buf, sizeof buf, "%lld-%016llx", static_cast<long long>(step),
                 static_cast<unsigned long long>(nonce));
@@ -83,9 +83,8 @@ void check_writable_dir(const fs::path& dir) {
   fs::remove(probe, ec);
 }
 
-fs::path save_checkpoint(const fs::path& root, int64_t step, const NamedTensors& model,
-                         Metadata model_meta, const NamedTensors& train_state,
-                         Metadata train_state_meta, int keep_last) {
+fs::path save_checkpoint(const fs::path& root, int64_t step, const NamedTensors& model, Metadata model_meta,
+                         const NamedTensors& train_state, Metadata train_state_meta, int keep_last) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) xgrad::fail("checkpoint", "cannot create directory ", root.string(), ": ", ec.message());
@@ -146,8 +145,8 @@ std::optional<fs::path> find_checkpoint(const fs::path& path) {
   if (!latest) return std::nullopt;
   fs::path dir = path / *latest;
   if (!fs::exists(dir / kModelFile, ec))
-    xgrad::fail("checkpoint", (path / kLatestFile).string(), " points to ", dir.string(),
-                ", which has no ", kModelFile, " (deleted or corrupted checkpoint)");
+    xgrad::fail("checkpoint", (path / kLatestFile).string(), " points to ", dir.string(), ", which has no ",
+                kModelFile, " (deleted or corrupted checkpoint)");
   return dir;
 }
 
@@ -156,8 +155,8 @@ CheckpointFiles load_checkpoint_files(const fs::path& path, bool need_train_stat
   if (!fs::exists(path, ec)) xgrad::fail("checkpoint", path.string(), ": no such directory");
   std::optional<fs::path> dir = find_checkpoint(path);
   if (!dir)
-    xgrad::fail("checkpoint", path.string(), " holds no checkpoint (neither ", kModelFile,
-                " nor a '", kLatestFile, "' file)");
+    xgrad::fail("checkpoint", path.string(), " holds no checkpoint (neither ", kModelFile, " nor a '",
+                kLatestFile, "' file)");
   CheckpointFiles out;
   out.dir = *dir;
   out.model = load_safetensors(*dir / kModelFile);
@@ -168,8 +167,7 @@ CheckpointFiles load_checkpoint_files(const fs::path& path, bool need_train_stat
     out.train_state = load_safetensors(state);
     auto a = out.model.metadata.find(kCheckpointIdKey);
     auto b = out.train_state.metadata.find(kCheckpointIdKey);
-    if (a == out.model.metadata.end() || b == out.train_state.metadata.end() ||
-        a->second != b->second)
+    if (a == out.model.metadata.end() || b == out.train_state.metadata.end() || a->second != b->second)
       xgrad::fail("checkpoint", dir->string(), ": ", kModelFile, " and ", kTrainStateFile,
                   " come from different saves (", kCheckpointIdKey, " differs)");
   }

@@ -46,9 +46,8 @@ void check_writable_dir(const fs::path& dir);
 
 // Writes one checkpoint (layout above) and returns its directory. Adds kCheckpointIdKey to
 // both metadata maps. Throws if step_<step> is already the latest checkpoint.
-fs::path save_checkpoint(const fs::path& root, int64_t step, const NamedTensors& model,
-                         Metadata model_meta, const NamedTensors& train_state,
-                         Metadata train_state_meta, int keep_last = 2);
+fs::path save_checkpoint(const fs::path& root, int64_t step, const NamedTensors& model, Metadata model_meta,
+                         const NamedTensors& train_state, Metadata train_state_meta, int keep_last = 2);
 
 // `path` is a checkpoint directory (holding model.safetensors) or a root with `latest`.
 // Returns the checkpoint directory, or nullopt when there is none; throws when `latest`

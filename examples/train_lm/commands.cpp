@@ -42,11 +42,13 @@ void set_aside_failed_metrics(const TrainOptions& o) {
     aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + "-" + std::to_string(i) +
                            metrics.extension().string());
   fs::rename(metrics, aside, ec);
-  if (ec) xgrad::fail("metrics", "cannot rename ", metrics.string(), " to ", aside.string(), ": ", ec.message());
+  if (ec)
+    xgrad::fail("metrics", "cannot rename ", metrics.string(), " to ", aside.string(), ": ", ec.message());
   fsync_dir(aside.parent_path());
-  spdlog::warn("{} holds no checkpoint: the metrics of the run that stopped before its first "
-               "checkpoint are kept as {}; starting from step 0",
-               o.checkpoint_dir, aside.string());
+  spdlog::warn(
+      "{} holds no checkpoint: the metrics of the run that stopped before its first "
+      "checkpoint are kept as {}; starting from step 0",
+      o.checkpoint_dir, aside.string());
 }
 
 // The metrics file is inside the checkpoint directory (the default --metrics).
@@ -65,11 +67,10 @@ int train_in_world(TrainOptions o) {
     // 1. the checkpoint to resume, or the proof that we would not overwrite one
     std::optional<CheckpointFiles> ck;
     std::error_code ec;
-    const std::optional<fs::path> existing =
-        fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
+    const std::optional<fs::path> existing = fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
     // a directory a failed first run left (a metrics file, no checkpoint) starts again
-    const bool failed_first_run = !existing && fs::exists(o.metrics_path(), ec) &&
-                                  metrics_in_checkpoint_dir(o);
+    const bool failed_first_run =
+        !existing && fs::exists(o.metrics_path(), ec) && metrics_in_checkpoint_dir(o);
     if (o.resume && existing) {
       ck = load_checkpoint_files(*existing);
       const std::string file = (ck->dir / kTrainStateFile).string();
@@ -90,12 +91,13 @@ int train_in_world(TrainOptions o) {
       merge_saved_options(o, meta("train_options"), saved);
       validate(o);
     } else if (o.resume && !failed_first_run) {
-      return error_exit("--resume: no checkpoint in " + root.string() +
-                        " (train without --resume to start one)", 1);
+      return error_exit(
+          "--resume: no checkpoint in " + root.string() + " (train without --resume to start one)", 1);
     } else if (existing) {
       return error_exit("checkpoint directory " + root.string() +
-                        " already holds a checkpoint; pass --resume to continue it, or choose "
-                        "another --checkpoint-dir", 1);
+                            " already holds a checkpoint; pass --resume to continue it, or choose "
+                            "another --checkpoint-dir",
+                        1);
     }
     if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
     if (auto problem = launch_problem(built_with_mpi(), launcher_world_size(), o.batch_size)) {
@@ -129,9 +131,11 @@ int train_in_world(TrainOptions o) {
     const std::optional<double> available = available_memory_bytes();
     check_memory_fits(o, mem, available);
     if (o.dry_run) {
-      if (world().is_main()) std::cout << "dry run: " << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
-                << "; corpus " << o.data << " (vocabulary " << full.vocab_size << ")\n"
-                << describe_memory(mem, available) << "\nnothing was written" << std::endl;
+      if (world().is_main())
+        std::cout << "dry run: "
+                  << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
+                  << "; corpus " << o.data << " (vocabulary " << full.vocab_size << ")\n"
+                  << describe_memory(mem, available) << "\nnothing was written" << std::endl;
       return 0;
     }
     spdlog::info("{}", describe_memory(mem, available));
@@ -154,12 +158,12 @@ int train_in_world(TrainOptions o) {
     if (world().is_main()) metrics.emplace(o.metrics_path(), trainer.step() > 0 ? trainer.step() : -1);
     if (metrics && !metrics->note().empty()) spdlog::warn("{}", metrics->note());
     const auto& m = trainer.options().model;
-    spdlog::info("model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
-                 "batch {}{} x {} micro-batches, {} steps, lr {} -> {}",
-                 m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size,
-                 trainer.model().num_parameters(), o.batch_size,
-                 world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
-                 o.grad_accum, o.steps, o.lr, o.min_lr);
+    spdlog::info(
+        "model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
+        "batch {}{} x {} micro-batches, {} steps, lr {} -> {}",
+        m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.model().num_parameters(),
+        o.batch_size, world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
+        o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
       spdlog::info("already at step {} of {}; raise --steps to train further", trainer.step(), o.steps);
       return 0;
@@ -169,15 +173,16 @@ int train_in_world(TrainOptions o) {
     if (world().is_main()) progress.emplace(o.steps, o.progress && Progress::stdout_is_terminal(), 10);
     TrainResult r = trainer.train(progress ? &*progress : nullptr, metrics ? &*metrics : nullptr);
     if (metrics) try {
-      fs::path plot = plot_loss_curve(metrics->rows(), metrics->path());
-      spdlog::info("metrics: {}, loss curve: {}", metrics->path().string(), plot.string());
-    } catch (const std::exception& e) {
-      spdlog::warn("could not plot the loss curve: {}", e.what());
-    }
+        fs::path plot = plot_loss_curve(metrics->rows(), metrics->path());
+        spdlog::info("metrics: {}, loss curve: {}", metrics->path().string(), plot.string());
+      } catch (const std::exception& e) {
+        spdlog::warn("could not plot the loss curve: {}", e.what());
+      }
     if (r.nan_stop) {
       std::optional<fs::path> last = find_checkpoint(root);
       return error_exit("training stopped: the loss is not finite. The last good checkpoint is " +
-                        (last ? last->string() : std::string("(none yet)")), 1);
+                            (last ? last->string() : std::string("(none yet)")),
+                        1);
     }
     spdlog::info("done: step {}{}", r.step,
                  r.last_checkpoint ? ", checkpoint " + r.last_checkpoint->string() : "");
@@ -243,8 +248,7 @@ int run_generate(const GenerateOptions& o) {
     }
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids =
-        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p,
-                        o.kv_cache);
+        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p, o.kv_cache);
     std::cout << tok->decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {

@@ -31,7 +31,7 @@ const FlagRange kRanges[] = {
     {"emb-dim", 1, 1 << 20, true},
     {"n-heads", 1, 1 << 16, true},
     {"n-layers", 1, 1 << 16, true},
-    {"drop-rate", 0, 1, false},  // torch's nn.Dropout range (xgrad::check_dropout_p)
+    {"drop-rate", 0, 1, false},     // torch's nn.Dropout range (xgrad::check_dropout_p)
     {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
     {"grad-accum", 1, 1e6, true},
     {"profile", 0, kBig, true},
@@ -77,8 +77,7 @@ const FlagRange& range_of(const char* flag) {
 // Values already converted (from a checkpoint, a test, a struct): the same ranges.
 void check(const char* flag, int64_t v) {
   const FlagRange& r = range_of(flag);
-  if (!in_range(r, static_cast<double>(v)))
-    bad("--", flag, " must be in ", describe_range(r), ", got ", v);
+  if (!in_range(r, static_cast<double>(v))) bad("--", flag, " must be in ", describe_range(r), ", got ", v);
 }
 void check(const char* flag, double v) {
   const FlagRange& r = range_of(flag);
@@ -153,7 +152,11 @@ std::string TrainOptions::metrics_path() const {
 }
 
 void apply_preset(TrainOptions& o, const std::string& preset) {
-  struct P { const char* name; int64_t ctx, emb, heads, layers, batch; double drop; };
+  struct P {
+    const char* name;
+    int64_t ctx, emb, heads, layers, batch;
+    double drop;
+  };
   static constexpr P presets[] = {
       {"tiny", 64, 64, 4, 2, 32, 0.1},
       {"small", 128, 128, 4, 4, 16, 0.1},
@@ -198,8 +201,7 @@ void validate(const TrainOptions& o) {
   check("min-lr", o.min_lr);
   if (o.min_lr > o.lr) bad("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
   check("warmup", o.warmup);
-  if (o.warmup >= o.steps)
-    bad("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
+  if (o.warmup >= o.steps) bad("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
   check("weight-decay", o.weight_decay);
   check("beta1", o.beta1);
   check("beta2", o.beta2);
@@ -299,18 +301,21 @@ nlohmann::json train_options_to_json(const TrainOptions& o) {
           {"bpe-merges", o.tokenizer.bpe_merges}};
 }
 
-void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
-                         const GPTConfig& saved_model) {
+void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPTConfig& saved_model) {
   // The model must be the checkpoint's: an explicit flag that disagrees is an error.
-  struct Field { const char* flag; int64_t* now; int64_t saved; };
+  struct Field {
+    const char* flag;
+    int64_t* now;
+    int64_t saved;
+  };
   Field fields[] = {{"context-length", &o.model.context_length, saved_model.context_length},
                     {"emb-dim", &o.model.emb_dim, saved_model.emb_dim},
                     {"n-heads", &o.model.n_heads, saved_model.n_heads},
                     {"n-layers", &o.model.n_layers, saved_model.n_layers}};
   for (Field& f : fields) {
     if (o.explicit_flags.count(f.flag) && *f.now != f.saved)
-      bad("--", f.flag, " ", *f.now, " does not match the checkpoint being resumed (", f.flag,
-          " ", f.saved, "); drop the flag or start a new --checkpoint-dir");
+      bad("--", f.flag, " ", *f.now, " does not match the checkpoint being resumed (", f.flag, " ", f.saved,
+          "); drop the flag or start a new --checkpoint-dir");
     *f.now = f.saved;
   }
   if (o.explicit_flags.count("drop-rate") && o.model.drop_rate != saved_model.drop_rate)
@@ -335,10 +340,8 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (v.is_number_unsigned())
         fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-      else if (v.is_number_integer())
-        fits = std::in_range<T>(v.get<int64_t>());
-      else
-        fits = false;
+      else if (v.is_number_integer()) fits = std::in_range<T>(v.get<int64_t>());
+      else fits = false;
     }
     if (!fits) bad("the checkpoint's training option '", key, "' is not an integer in range: ", v.dump());
     try {
@@ -371,8 +374,8 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved,
   if (saved.contains("tokenizer") && saved["tokenizer"].is_string()) {
     const std::string kind = saved["tokenizer"].get<std::string>();
     if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != kind)
-      bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (",
-          kind, "); drop the flag or start a new --checkpoint-dir");
+      bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (", kind,
+          "); drop the flag or start a new --checkpoint-dir");
     o.tokenizer.kind = kind;
   } else {
     if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != "char")

@@ -41,24 +41,24 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.99;
-  double grad_clip = 1.0;        // 0 = off
-  int64_t eval_interval = 250;   // also the checkpoint interval
+  double grad_clip = 1.0;       // 0 = off
+  int64_t eval_interval = 250;  // also the checkpoint interval
   int64_t eval_iters = 20;
   uint64_t seed = 1337;
-  int threads = 0;               // 0 = the BLAS default
+  int threads = 0;  // 0 = the BLAS default
   std::string checkpoint_dir = "checkpoints/train_lm";
   bool resume = false;
   int keep_checkpoints = 2;
-  int64_t sample_length = 200;   // sample printed at each eval; 0 = none
+  int64_t sample_length = 200;  // sample printed at each eval; 0 = none
   double temperature = 0.8;
-  int64_t top_k = 0;             // 0 = all tokens
-  double top_p = 1.0;            // nucleus sampling; 1 = all tokens
-  bool dry_run = false;          // validate, estimate memory, print, write nothing
+  int64_t top_k = 0;     // 0 = all tokens
+  double top_p = 1.0;    // nucleus sampling; 1 = all tokens
+  bool dry_run = false;  // validate, estimate memory, print, write nothing
   std::string data = "data/moby_dick.txt";
-  std::string metrics;           // default: <checkpoint_dir>/metrics.csv
-  bool progress = true;          // live progress bar when stdout is a terminal
-  TokenizerSpec tokenizer;       // char by default; on --resume the checkpoint's
-  int64_t profile = 0;           // profile this many optimizer steps (xgrad::profiler); 0 = off
+  std::string metrics;      // default: <checkpoint_dir>/metrics.csv
+  bool progress = true;     // live progress bar when stdout is a terminal
+  TokenizerSpec tokenizer;  // char by default; on --resume the checkpoint's
+  int64_t profile = 0;      // profile this many optimizer steps (xgrad::profiler); 0 = off
 
   // Names of the flags given on the command line ("emb-dim", "lr", ...): on --resume the
   // others come from the checkpoint.
@@ -122,7 +122,6 @@ std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now);
 // The training hyperparameters (everything but the model config and paths).
 nlohmann::json train_options_to_json(const TrainOptions& o);
 // On --resume: fields not in o.explicit_flags are taken from `saved`.
-void merge_saved_options(TrainOptions& o, const nlohmann::json& saved_train,
-                         const GPTConfig& saved_model);
+void merge_saved_options(TrainOptions& o, const nlohmann::json& saved_train, const GPTConfig& saved_model);
 
 }  // namespace train_lm

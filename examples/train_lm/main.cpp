@@ -4,6 +4,4 @@
 
 #include "cli.h"
 
-int main(int argc, char** argv) {
-  return train_lm::run_cli(std::vector<std::string>(argv, argv + argc));
-}
+int main(int argc, char** argv) { return train_lm::run_cli(std::vector<std::string>(argv, argv + argc)); }

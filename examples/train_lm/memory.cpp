@@ -19,9 +19,10 @@ namespace {
 // per attention score and layer; per token, x vocabulary (logits, softmax, gradient); per
 // token, x emb_dim outside the blocks (embeddings, final norm, their gradients, workspace).
 constexpr double kPerTokenPerLayer = 20;  // x emb_dim
-constexpr double kPerScorePerLayer = 1.5; // x n_heads x T x T: the fused attention's scores and probabilities
-constexpr double kPerTokenLogits = 4;     // x vocab: logits, softmax saved, their gradient, copy
-constexpr double kPerTokenEmbed = 20;     // x emb_dim: embeddings, final norm, their gradients, workspace
+constexpr double kPerScorePerLayer =
+    1.5;                               // x n_heads x T x T: the fused attention's scores and probabilities
+constexpr double kPerTokenLogits = 4;  // x vocab: logits, softmax saved, their gradient, copy
+constexpr double kPerTokenEmbed = 20;  // x emb_dim: embeddings, final norm, their gradients, workspace
 
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);
@@ -41,12 +42,12 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
   MemoryEstimate e;
   // reference: the modules of nn/src/gpt.cpp, transformer.cpp, attention.cpp
   const double per_block = 3 * C * C + (c.qkv_bias ? 3 * C : 0)  // W_query, W_key, W_value
-                           + C * C + C                             // out_proj
-                           + C * 4 * C + 4 * C + 4 * C * C + C     // ff.layers.0, ff.layers.2
-                           + 4 * C;                                // norm1, norm2
-  e.parameters = V * C + T * C + L * per_block + 2 * C              // + final_norm,
-                 + (c.tie_weights ? 0 : C * V);                     // out_head (or tok_emb's)
-  e.state_bytes = 16 * e.parameters + L * T * T;                   // + bool masks
+                           + C * C + C                           // out_proj
+                           + C * 4 * C + 4 * C + 4 * C * C + C   // ff.layers.0, ff.layers.2
+                           + 4 * C;                              // norm1, norm2
+  e.parameters = V * C + T * C + L * per_block + 2 * C           // + final_norm,
+                 + (c.tie_weights ? 0 : C * V);                  // out_head (or tok_emb's)
+  e.state_bytes = 16 * e.parameters + L * T * T;                 // + bool masks
   const double tokens = B * T;
   e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * L + kPerTokenEmbed) +
                             B * H * T * T * kPerScorePerLayer * L + tokens * V * kPerTokenLogits);
@@ -116,9 +117,9 @@ void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::opti
      << format_bytes(*available) << " is available: ";
   if (e.activation_bytes >= e.state_bytes)
     os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
-       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim "
-       << m.emb_dim << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size
-       << ", --n-heads " << m.n_heads << " x --context-length); lower --batch-size or --context-length";
+       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim
+       << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads "
+       << m.n_heads << " x --context-length); lower --batch-size or --context-length";
   else
     os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
        << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers

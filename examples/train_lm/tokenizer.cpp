@@ -20,7 +20,8 @@ std::shared_ptr<const Tokenizer> make_tokenizer(const TokenizerSpec& spec, std::
     const fs::path dir = spec.gpt2_vocab_dir;
     for (const char* f : {"vocab.bpe", "encoder.json"})
       if (!fs::exists(dir / f))
-        xgrad::fail("tokenizer", (dir / f).string(), " not found; run scripts/get_gpt2_vocab.sh "
+        xgrad::fail("tokenizer", (dir / f).string(),
+                    " not found; run scripts/get_gpt2_vocab.sh "
                     "to fetch GPT-2's vocabulary into data/gpt2/, or pass --gpt2-vocab DIR");
     return std::make_shared<GPT2Tokenizer>(
         GPT2Tokenizer::from_files((dir / "vocab.bpe").string(), (dir / "encoder.json").string()));
@@ -43,8 +44,8 @@ TokenSplit split_tokens(const std::vector<int64_t>& ids, double train_fraction) 
   return s;
 }
 
-BatchSampler::BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size,
-                           int64_t context_length, uint64_t seed, std::string split)
+BatchSampler::BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length,
+                           uint64_t seed, std::string split)
     : tokens_(tokens), batch_size_(batch_size), context_length_(context_length), gen_(seed) {
   if (batch_size <= 0) xgrad::fail("BatchSampler", "batch_size must be positive, got ", batch_size);
   if (context_length <= 0)

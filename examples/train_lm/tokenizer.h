@@ -51,8 +51,8 @@ struct Batch {
 class BatchSampler {
  public:
   // Needs tokens.size() >= context_length + 1 (throws naming `split` otherwise).
-  BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length,
-               uint64_t seed, std::string split = "train");
+  BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length, uint64_t seed,
+               std::string split = "train");
   Batch next();
   xgrad::Generator& generator() { return gen_; }
   std::vector<uint8_t> get_state() const { return gen_.get_state(); }

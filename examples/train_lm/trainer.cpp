@@ -15,8 +15,8 @@
 
 #include "xgrad/autograd.h"
 #include "xgrad/error.h"
-#include "xgrad/ops.h"
 #include "xgrad/nn/clip_grad.h"
+#include "xgrad/ops.h"
 #include "xgrad/profiler.h"
 
 namespace train_lm {
@@ -69,10 +69,10 @@ std::string vocab_diff(const Tokenizer& saved_tok, const Tokenizer& now_tok) {
   const CharTokenizer& saved = *saved_chars;
   const CharTokenizer& now = *now_chars;
   std::vector<char32_t> only_saved, only_now;
-  std::set_difference(saved.vocab().begin(), saved.vocab().end(), now.vocab().begin(),
-                      now.vocab().end(), std::back_inserter(only_saved));
-  std::set_difference(now.vocab().begin(), now.vocab().end(), saved.vocab().begin(),
-                      saved.vocab().end(), std::back_inserter(only_now));
+  std::set_difference(saved.vocab().begin(), saved.vocab().end(), now.vocab().begin(), now.vocab().end(),
+                      std::back_inserter(only_saved));
+  std::set_difference(now.vocab().begin(), now.vocab().end(), saved.vocab().begin(), saved.vocab().end(),
+                      std::back_inserter(only_now));
   auto show = [](const std::vector<char32_t>& v) {
     std::string s;
     for (std::size_t i = 0; i < v.size() && i < 10; ++i) {
@@ -95,7 +95,8 @@ const char* unit(const Tokenizer& t) { return t.kind() == "char" ? "characters" 
 std::string read_corpus(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
-    xgrad::fail("corpus", path, " not found; run scripts/get_corpus.sh to fetch Moby-Dick into "
+    xgrad::fail("corpus", path,
+                " not found; run scripts/get_corpus.sh to fetch Moby-Dick into "
                 "data/moby_dick.txt, or pass --data FILE");
   if (!fs::is_regular_file(path, ec)) xgrad::fail("corpus", path, " is not a regular file");
   std::string text = read_file(path);
@@ -117,10 +118,10 @@ Corpus make_corpus(const std::string& text, int64_t context_length, const std::s
   const int64_t n_val = static_cast<int64_t>(c.split.val.size());
   if (n_train < window || n_val < window)
     xgrad::fail("corpus", source, " has ", ids.size(), " ", units, ": the ",
-                n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train,
-                " ", units, ") is shorter than one window of context_length + 1 = ", window,
-                "; use a longer corpus (about 10 x ", window, " = ", 10 * window,
-                " ", units, " at least) or a smaller --context-length");
+                n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train, " ",
+                units, ") is shorter than one window of context_length + 1 = ", window,
+                "; use a longer corpus (about 10 x ", window, " = ", 10 * window, " ", units,
+                " at least) or a smaller --context-length");
   return c;
 }
 
@@ -128,8 +129,8 @@ Corpus make_corpus(const std::string& text, int64_t context_length, const std::s
 Trainer::Trainer(TrainOptions o, Corpus corpus)
     : o_(std::move(o)),
       corpus_(std::move(corpus)),
-      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length,
-                     batch_seed(o_.seed), "train") {
+      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length, batch_seed(o_.seed),
+                     "train") {
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();
   validate_model(o_.model, /*with_vocab=*/true);
   xgrad::manual_seed(o_.seed);
@@ -149,8 +150,11 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
       no_decay_names.push_back(name);
     }
   }
-  optim::AdamWOptions base{.lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .eps = 1e-8,
-                           .weight_decay = o_.weight_decay, .amsgrad = false};
+  optim::AdamWOptions base{.lr = o_.lr,
+                           .betas = {o_.beta1, o_.beta2},
+                           .eps = 1e-8,
+                           .weight_decay = o_.weight_decay,
+                           .amsgrad = false};
   optim::AdamWOptions nd = base;
   nd.weight_decay = 0.0;
   std::vector<optim::AdamW::ParamGroup> groups;
@@ -161,8 +165,8 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
     opt_param_names_.insert(opt_param_names_.end(), no_decay_names.begin(), no_decay_names.end());
   opt_ = std::make_unique<optim::AdamW>(std::move(groups));
   sched_ = std::make_unique<optim::WarmupCosineLR>(
-      *opt_, optim::WarmupCosineLROptions{.warmup_iters = o_.warmup, .lr_decay_iters = o_.steps,
-                                          .min_lr = o_.min_lr});
+      *opt_, optim::WarmupCosineLROptions{
+                 .warmup_iters = o_.warmup, .lr_decay_iters = o_.steps, .min_lr = o_.min_lr});
 }
 
 double Trainer::lr_at(int64_t step) const { return sched_->lr_at(step, o_.lr); }
@@ -210,14 +214,14 @@ Metadata Trainer::train_state_metadata() const {
                                        {"last_epoch", sched_->last_epoch()},
                                        {"warmup_iters", o_.warmup},
                                        {"lr_decay_iters", o_.steps},
-                                       {"min_lr", o_.min_lr}}.dump()}};
+                                       {"min_lr", o_.min_lr}}
+                            .dump()}};
 }
 
 fs::path Trainer::save() {
   nn::StateDict sd = model_->state_dict();
-  return save_checkpoint(o_.checkpoint_dir, step_, NamedTensors(sd.begin(), sd.end()),
-                         model_metadata(), optimizer_tensors(), train_state_metadata(),
-                         o_.keep_checkpoints);
+  return save_checkpoint(o_.checkpoint_dir, step_, NamedTensors(sd.begin(), sd.end()), model_metadata(),
+                         optimizer_tensors(), train_state_metadata(), o_.keep_checkpoints);
 }
 
 void Trainer::load(const CheckpointFiles& ck) {
@@ -247,13 +251,12 @@ void Trainer::load(const CheckpointFiles& ck) {
   // characters are what the user needs to see
   std::unique_ptr<Tokenizer> saved_vocab = xgrad::text::tokenizer_from_json(meta_at(m, "vocab", file));
   if (saved_vocab->to_json() != corpus_.tokenizer->to_json())
-    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab->vocab_size(),
-                " ", unit(*saved_vocab), ") than the corpus ", o_.data, " (",
-                corpus_.tokenizer->vocab_size(), " ", unit(*corpus_.tokenizer),
-                "): ", vocab_diff(*saved_vocab, *corpus_.tokenizer));
+    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab->vocab_size(), " ",
+                unit(*saved_vocab), ") than the corpus ", o_.data, " (", corpus_.tokenizer->vocab_size(), " ",
+                unit(*corpus_.tokenizer), "): ", vocab_diff(*saved_vocab, *corpus_.tokenizer));
   if (!same_config(saved_cfg, o_.model))
-    xgrad::fail("checkpoint", file, " was trained with a different model config: ",
-                describe_config_diff(saved_cfg, o_.model));
+    xgrad::fail("checkpoint", file,
+                " was trained with a different model config: ", describe_config_diff(saved_cfg, o_.model));
   const int64_t step = meta_int(m, "step", file);
   const int64_t tokens_seen = meta_int(m, "tokens_seen", file);
   double elapsed = 0;
@@ -286,8 +289,8 @@ void Trainer::load(const CheckpointFiles& ck) {
       for (const auto& name : g.at("params")) {
         auto it = index_of.find(name.get<std::string>());
         if (it == index_of.end())
-          xgrad::fail("checkpoint", file, ": the optimizer state names parameter '",
-                      name.get<std::string>(), "', which this model does not have");
+          xgrad::fail("checkpoint", file, ": the optimizer state names parameter '", name.get<std::string>(),
+                      "', which this model does not have");
         pg.params.push_back(it->second);
       }
       os.param_groups.push_back(std::move(pg));
@@ -332,8 +335,7 @@ void Trainer::load(const CheckpointFiles& ck) {
 double Trainer::estimate_loss(const std::string& split) {
   const bool val = split == "val";
   const std::vector<int64_t>* tokens = val ? &corpus_.split.val : &corpus_.split.train;
-  BatchSampler batches(tokens, o_.batch_size, o_.model.context_length,
-                       eval_seed(o_.seed, val), split);
+  BatchSampler batches(tokens, o_.batch_size, o_.model.context_length, eval_seed(o_.seed, val), split);
   const bool was_training = model_->is_training();
   model_->eval();
   xgrad::NoGradGuard no_grad;
@@ -355,7 +357,7 @@ double Trainer::accumulate_gradients(const char*& phase) {
   for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
     Batch b = world_shard(train_batches_.next());  // this rank's rows of the global batch
     phase = "forward pass";
-    Tensor logits = (*forward_)(b.x);               // (B / ranks, T, vocab)
+    Tensor logits = (*forward_)(b.x);  // (B / ranks, T, vocab)
     Tensor loss = xgrad::cross_entropy_last_dim(logits, b.y);
     // the global micro-batch's loss, the same on every rank, so all ranks stop together
     const double loss_v = mean_over_world(loss.item());
@@ -413,8 +415,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       if (any_over_world(o_.time_budget > 0 && since_start() >= o_.time_budget)) {
         stopped_early = true;
         r.time_budget_hit = true;
-        say("time budget of " + format_duration(o_.time_budget) + " spent at step " +
-            std::to_string(step_));
+        say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
       }
       const auto t0 = clock::now();
@@ -460,8 +461,8 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         if (o_.sample_length > 0 && world().is_main()) {
           // a fixed first character; sample_gen keeps the training streams untouched
           std::vector<int64_t> prompt = {corpus_.split.val.front()};
-          auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k,
-                                     sample_gen, o_.top_p);
+          auto ids = generate_tokens(*model_, prompt, o_.sample_length, o_.temperature, o_.top_k, sample_gen,
+                                     o_.top_p);
           say("sample: " + corpus_.tokenizer->decode(ids));
         }
       }
@@ -477,15 +478,14 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
     }
   } catch (const std::bad_alloc&) {
     if (progress) progress->finish();
-    xgrad::fail("train", "out of memory (std::bad_alloc) at step ", step_ + 1, " during the ",
-                phase, " (--batch-size ", o_.batch_size, ", --context-length ",
-                o_.model.context_length, "); lower --batch-size or --context-length");
+    xgrad::fail("train", "out of memory (std::bad_alloc) at step ", step_ + 1, " during the ", phase,
+                " (--batch-size ", o_.batch_size, ", --context-length ", o_.model.context_length,
+                "); lower --batch-size or --context-length");
   } catch (const xgrad::Error& e) {
     if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
     if (progress) progress->finish();
-    xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ",
-                o_.batch_size, ", --context-length ", o_.model.context_length,
-                "); lower --batch-size or --context-length");
+    xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ", o_.batch_size,
+                ", --context-length ", o_.model.context_length, "); lower --batch-size or --context-length");
   }
   finish_profile();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) {
@@ -498,13 +498,16 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 }
 
 // ---------------------------------------------------------------- sampling
-std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids,
-                                     int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p, bool kv_cache) {
+std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids, int64_t max_new_tokens,
+                                     double temperature, int64_t top_k, xgrad::Generator& gen, double top_p,
+                                     bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const int64_t n = static_cast<int64_t>(ids.size());
   Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
-                              {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = std::nullopt,
+                              {.temperature = temperature,
+                               .top_k = top_k,
+                               .top_p = top_p,
+                               .seed = std::nullopt,
                                .use_kv_cache = kv_cache},
                               gen);
   return out.to_vector<int64_t>();

@@ -46,7 +46,7 @@ struct TrainResult {
   int64_t step = 0;                 // optimizer steps done in all (resumed runs included)
   std::vector<StepRecord> history;  // this invocation's steps
   std::optional<double> last_val_loss;
-  bool nan_stop = false;            // stopped because the loss was not finite
+  bool nan_stop = false;  // stopped because the loss was not finite
   bool time_budget_hit = false;
   std::optional<fs::path> last_checkpoint;
 };
@@ -68,8 +68,7 @@ class Trainer {
   // Runs until o.steps optimizer steps are done in all (or the time budget is spent, or
   // the loss is not finite, or `stop_after` steps are done: a checkpoint is saved then, as
   // when the time budget runs out). Progress and metrics are optional.
-  TrainResult train(Progress* progress = nullptr, MetricsLog* metrics = nullptr,
-                    int64_t stop_after = -1);
+  TrainResult train(Progress* progress = nullptr, MetricsLog* metrics = nullptr, int64_t stop_after = -1);
 
   // Mean loss over eval_iters batches of a split ("train" or "val"), with fixed batches
   // (the same at every evaluation), in eval mode and without gradients.
@@ -115,8 +114,7 @@ class Trainer {
 // xgrad::Error, as torch's samplers refuse them.
 std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p = 1.0,
-                                     bool kv_cache = true);
+                                     xgrad::Generator& gen, double top_p = 1.0, bool kv_cache = true);
 
 // The commands. Return the process exit code; errors are logged, never thrown.
 int run_train(TrainOptions o);

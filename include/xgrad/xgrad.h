@@ -5,16 +5,16 @@
 // included and linked on its own (<xgrad/ops.h> + xgrad::core, <xgrad/io/safetensors.h> +
 // xgrad::io, <xgrad/nn.h> + xgrad::nn, <xgrad/optim.h> + xgrad::optim).
 #pragma once
+#include "xgrad/autograd.h"
+#include "xgrad/backend.h"
 #include "xgrad/dtype.h"
 #include "xgrad/error.h"
-#include "xgrad/tensor.h"
-#include "xgrad/autograd.h"
-#include "xgrad/ops.h"
-#include "xgrad/random.h"
 #include "xgrad/gradcheck.h"
-#include "xgrad/parallel.h"
-#include "xgrad/profiler.h"
-#include "xgrad/backend.h"
 #include "xgrad/io/safetensors.h"
 #include "xgrad/nn.h"
+#include "xgrad/ops.h"
 #include "xgrad/optim.h"
+#include "xgrad/parallel.h"
+#include "xgrad/profiler.h"
+#include "xgrad/random.h"
+#include "xgrad/tensor.h"

@@ -180,8 +180,7 @@ std::vector<std::uint8_t> base64_decode(std::string_view text, const char* what)
     if (c == '/') return 63;
     return -1;
   };
-  if (text.size() % 4 != 0)
-    xgrad::fail("base64", what, ": length ", text.size(), " is not a multiple of 4");
+  if (text.size() % 4 != 0) xgrad::fail("base64", what, ": length ", text.size(), " is not a multiple of 4");
   std::vector<std::uint8_t> out;
   out.reserve(text.size() / 4 * 3);
   for (std::size_t i = 0; i < text.size(); i += 4) {
@@ -195,8 +194,7 @@ std::vector<std::uint8_t> base64_decode(std::string_view text, const char* what)
         ++pad;
       } else {
         d = value(c);
-        if (d < 0 || pad > 0)
-          xgrad::fail("base64", what, ": invalid character at offset ", i + k);
+        if (d < 0 || pad > 0) xgrad::fail("base64", what, ": invalid character at offset ", i + k);
       }
       v = (v << 6) | static_cast<std::uint32_t>(d);
     }

@@ -14,8 +14,7 @@
 
 namespace xgrad::io {
 
-static_assert(std::endian::native == std::endian::little,
-              "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
 using xgrad::DType;
 using xgrad::Tensor;
@@ -26,10 +25,14 @@ constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementa
 
 const char* st_dtype(DType d) {
   switch (d) {
-    case DType::Float32: return "F32";
-    case DType::Float64: return "F64";
-    case DType::Int64: return "I64";
-    case DType::Bool: return "BOOL";
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
+    case DType::Int64:
+      return "I64";
+    case DType::Bool:
+      return "BOOL";
   }
   return "?";
 }
@@ -146,17 +149,13 @@ void save_safetensors(const fs::path& path, const NamedTensors& tensors, const M
 // ---------------------------------------------------------------- reading
 SafetensorsFile load_safetensors(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec))
-    xgrad::fail("load_safetensors", path.string(), ": no such file");
+  if (!fs::exists(path, ec)) xgrad::fail("load_safetensors", path.string(), ": no such file");
   return parse_safetensors(read_file(path), path.string());
 }
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
-  auto bad = [&](const auto&... parts) -> void {
-    xgrad::fail("load_safetensors", source, ": ", parts...);
-  };
-  if (bytes.size() < 8)
-    bad("file is too short (", bytes.size(), " bytes) to be a safetensors file");
+  auto bad = [&](const auto&... parts) -> void { xgrad::fail("load_safetensors", source, ": ", parts...); };
+  if (bytes.size() < 8) bad("file is too short (", bytes.size(), " bytes) to be a safetensors file");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   if (n > kMaxHeader) bad("header length ", n, " is larger than the 100 MiB limit (corrupted?)");
@@ -184,8 +183,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
       const std::string have = header_crc(header);
       const std::string said = h->is_string() ? h->get<std::string>() : h->dump();
       if (have != said)
-        bad("header checksum mismatch (", kHeaderChecksumKey, " says ", said, ", the header has ",
-            have, "): its metadata, names, shapes or offsets were changed or corrupted");
+        bad("header checksum mismatch (", kHeaderChecksumKey, " says ", said, ", the header has ", have,
+            "): its metadata, names, shapes or offsets were changed or corrupted");
       out.header_verified = true;
     }
   }
@@ -207,8 +206,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
         bad("tensor '", name, "' has an unknown field '", f.key(), "'");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad("tensor '", name, "' has no dtype");
     if (!v.contains("shape") || !v["shape"].is_array()) bad("tensor '", name, "' has no shape");
-    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
-        v["data_offsets"].size() != 2)
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
       bad("tensor '", name, "' has no data_offsets [begin, end]");
     Entry e;
     e.name = name;
@@ -225,8 +223,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
       numel *= s;
       e.shape.push_back(static_cast<std::int64_t>(s));
     }
-    if (!as_u64(v["data_offsets"][0], e.begin) || !as_u64(v["data_offsets"][1], e.end) ||
-        e.begin > e.end)
+    if (!as_u64(v["data_offsets"][0], e.begin) || !as_u64(v["data_offsets"][1], e.end) || e.begin > e.end)
       bad("tensor '", name, "' has invalid data_offsets ", v["data_offsets"].dump());
     if (e.end > data.size())
       bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " go past the end of the",
@@ -245,16 +242,14 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   std::uint64_t expected = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
-    if (e.begin < expected)
-      bad("tensors '", prev->name, "' and '", e.name, "' overlap in the data section");
+    if (e.begin < expected) bad("tensors '", prev->name, "' and '", e.name, "' overlap in the data section");
     if (e.begin > expected)
       bad("gap of ", e.begin - expected, " bytes before tensor '", e.name, "' in the data section");
     expected = e.end;
     prev = &e;
   }
   if (expected != data.size())
-    bad("the data section has ", data.size() - expected,
-        " bytes after the last tensor (corrupted file?)");
+    bad("the data section has ", data.size() - expected, " bytes after the last tensor (corrupted file?)");
 
   auto crc_it = out.metadata.find(kChecksumKey);
   if (crc_it != out.metadata.end()) {

@@ -27,8 +27,8 @@ void check_tokens(const char* who, const Tensor& x, int64_t d_in, int64_t contex
   if (x.dim() != 3 || x.size(2) != d_in)
     fail(who, "expected input of shape (batch, num_tokens, ", d_in, "), got ", x.shape());
   if (x.size(1) > context_length)
-    fail(who, "input has ", x.size(1), " tokens but context_length is ", context_length,
-         " (shape ", x.shape(), ")");
+    fail(who, "input has ", x.size(1), " tokens but context_length is ", context_length, " (shape ",
+         x.shape(), ")");
 }
 }  // namespace
 
@@ -42,17 +42,17 @@ SelfAttention::SelfAttention(int64_t d_in, int64_t d_out_, bool qkv_bias) : d_ou
 }
 
 Tensor SelfAttention::forward(const Tensor& x) {
-  Tensor keys = W_key(x);                                          // (..., T, d_out)
+  Tensor keys = W_key(x);  // (..., T, d_out)
   Tensor queries = W_query(x);
   Tensor values = W_value(x);
-  Tensor attn_scores = matmul(queries, keys.transpose(-2, -1));       // (..., T, T)
+  Tensor attn_scores = matmul(queries, keys.transpose(-2, -1));  // (..., T, T)
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(keys.size(-1))), -1);
-  return matmul(attn_weights, values);                                // (..., T, d_out)
+  return matmul(attn_weights, values);  // (..., T, d_out)
 }
 
 // ------------------------------------------------------------------ CausalAttention
-CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_length_,
-                                 double dropout_p, bool qkv_bias)
+CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_length_, double dropout_p,
+                                 bool qkv_bias)
     : d_out(d_out_), context_length(context_length_) {
   check_positive("CausalAttention", "d_in", d_in);
   check_positive("CausalAttention", "d_out", d_out);
@@ -67,22 +67,21 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out_, int64_t context_l
 Tensor CausalAttention::forward(const Tensor& x) {
   check_tokens("CausalAttention", x, W_query->in_features, context_length);
   auto [b, num_tokens, d_in] = x.shape3();
-  Tensor keys = W_key(x);                                          // (b, T, d_out)
+  Tensor keys = W_key(x);  // (b, T, d_out)
   Tensor queries = W_query(x);
   Tensor values = W_value(x);
 
-  Tensor attn_scores = matmul(queries, keys.transpose(1, 2));         // (b, T, T)
+  Tensor attn_scores = matmul(queries, keys.transpose(1, 2));  // (b, T, T)
   attn_scores.masked_fill_(mask.slice(0, 0, num_tokens).slice(1, 0, num_tokens), -INFINITY);
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(keys.size(-1))), -1);
   attn_weights = dropout(attn_weights);
 
-  return matmul(attn_weights, values);                                // (b, T, d_out)
+  return matmul(attn_weights, values);  // (b, T, d_out)
 }
 
 // ------------------------------------------------------------------ MultiHeadAttentionWrapper
-MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out,
-                                                     int64_t context_length, double dropout,
-                                                     int64_t num_heads, bool qkv_bias) {
+MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out, int64_t context_length,
+                                                     double dropout, int64_t num_heads, bool qkv_bias) {
   check_positive("MultiHeadAttentionWrapper", "num_heads", num_heads);
   heads = register_module("heads", std::make_shared<ModuleList>());
   for (int64_t h = 0; h < num_heads; ++h)
@@ -90,9 +89,9 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
 }
 
 Tensor MultiHeadAttentionWrapper::forward(const Tensor& x) {
-  std::vector<Tensor> outputs;                                        // num_heads x (b, T, d_out)
+  std::vector<Tensor> outputs;  // num_heads x (b, T, d_out)
   for (const auto& head : *heads) outputs.push_back((*head)(x));
-  return cat(outputs, -1);                                            // (b, T, num_heads * d_out)
+  return cat(outputs, -1);  // (b, T, num_heads * d_out)
 }
 
 // ------------------------------------------------------------------ MultiHeadAttention
@@ -117,8 +116,9 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   check_tokens("MultiHeadAttention", x, W_query->in_features, context_length);
   auto [b, num_tokens, d_in] = x.shape3();
-  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim})   // (b, T, H, D)
-                       .transpose(1, 2);                                    // (b, H, T, D)
+  Tensor queries = W_query(x)
+                       .view({b, num_tokens, num_heads, head_dim})  // (b, T, H, D)
+                       .transpose(1, 2);                            // (b, H, T, D)
   Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
   Tensor values = W_value(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
 
@@ -133,10 +133,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   // module gives the probability and the train/eval switch.
   const double use_dropout = dropout->is_training() ? dropout->p : 0.0;
   Tensor context_vec = scaled_dot_product_attention(queries, keys, values, use_dropout,
-                                                    /*is_causal=*/true);   // (b, H, T, D)
-  context_vec = context_vec.transpose(1, 2)                                 // (b, T, H, D)
-                    .contiguous().view({b, num_tokens, d_out});             // (b, T, d_out)
-  return out_proj(context_vec);                                             // (b, T, d_out)
+                                                    /*is_causal=*/true);  // (b, H, T, D)
+  context_vec = context_vec
+                    .transpose(1, 2)  // (b, T, H, D)
+                    .contiguous()
+                    .view({b, num_tokens, d_out});  // (b, T, d_out)
+  return out_proj(context_vec);                     // (b, T, d_out)
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, LayerKVCache& cache) {
@@ -146,12 +148,13 @@ Tensor MultiHeadAttention::forward(const Tensor& x, LayerKVCache& cache) {
   if (past > 0 && (cache.keys.size(0) != b || past + num_tokens > context_length))
     fail("MultiHeadAttention", "a KV cache of ", past, " tokens (keys ", cache.keys.shape(),
          ") cannot take input of shape ", x.shape(), " (context_length ", context_length, ")");
-  Tensor queries = W_query(x).view({b, num_tokens, num_heads, head_dim})   // (b, T, H, D)
-                       .transpose(1, 2);                                    // (b, H, T, D)
+  Tensor queries = W_query(x)
+                       .view({b, num_tokens, num_heads, head_dim})  // (b, T, H, D)
+                       .transpose(1, 2);                            // (b, H, T, D)
   Tensor keys = W_key(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
   Tensor values = W_value(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
   if (past > 0) {
-    keys = cat({cache.keys, keys}, 2);                                      // (b, H, past + T, D)
+    keys = cat({cache.keys, keys}, 2);  // (b, H, past + T, D)
     values = cat({cache.values, values}, 2);
   }
   cache.keys = keys;
@@ -162,18 +165,20 @@ Tensor MultiHeadAttention::forward(const Tensor& x, LayerKVCache& cache) {
   if (past == 0 || num_tokens == 1) {
     // a fresh cache is the plain causal case; one new token sees every key
     context_vec = scaled_dot_product_attention(queries, keys, values, use_dropout,
-                                               /*is_causal=*/past == 0);   // (b, H, T, D)
+                                               /*is_causal=*/past == 0);  // (b, H, T, D)
   } else {
     // query i sits at position past + i: the mask's rows past .. past + T
-    Tensor attn_scores = matmul(queries, keys.transpose(2, 3));            // (b, H, T, past + T)
-    attn_scores = masked_fill(attn_scores, mask.slice(0, past, past + num_tokens)
-                                               .slice(1, 0, past + num_tokens), -INFINITY);
+    Tensor attn_scores = matmul(queries, keys.transpose(2, 3));  // (b, H, T, past + T)
+    attn_scores = masked_fill(
+        attn_scores, mask.slice(0, past, past + num_tokens).slice(1, 0, past + num_tokens), -INFINITY);
     Tensor attn_weights = dropout(softmax(attn_scores / std::sqrt(double(head_dim)), -1));
-    context_vec = matmul(attn_weights, values);                             // (b, H, T, D)
+    context_vec = matmul(attn_weights, values);  // (b, H, T, D)
   }
-  context_vec = context_vec.transpose(1, 2)                                 // (b, T, H, D)
-                    .contiguous().view({b, num_tokens, d_out});             // (b, T, d_out)
-  return out_proj(context_vec);                                             // (b, T, d_out)
+  context_vec = context_vec
+                    .transpose(1, 2)  // (b, T, H, D)
+                    .contiguous()
+                    .view({b, num_tokens, d_out});  // (b, T, d_out)
+  return out_proj(context_vec);                     // (b, T, d_out)
 }
 
 // ------------------------------------------------------------------ MHLinear
@@ -193,10 +198,10 @@ Tensor MHLinear::forward(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != d_in)
     fail("MHLinear", "expected input of shape (B, N, ", d_in, "), got ", x.shape());
   auto [B, N, T] = x.shape3();
-  Tensor x_unrolled = x.view({-1, T});                                      // (B*N, T)
-  Tensor w_unrolled = weights.view({T, -1});                                // (T, n_heads*d_k)
-  Tensor projected = matmul(x_unrolled, w_unrolled);                        // (B*N, n_heads*d_k)
-  return projected.view({B, N, n_heads, d_k}).transpose(1, 2).contiguous(); // (B, n_heads, N, d_k)
+  Tensor x_unrolled = x.view({-1, T});                                       // (B*N, T)
+  Tensor w_unrolled = weights.view({T, -1});                                 // (T, n_heads*d_k)
+  Tensor projected = matmul(x_unrolled, w_unrolled);                         // (B*N, n_heads*d_k)
+  return projected.view({B, N, n_heads, d_k}).transpose(1, 2).contiguous();  // (B, n_heads, N, d_k)
 }
 
 std::string MHLinear::extra_repr() const {

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "xgrad/autograd.h"
-#include "xgrad/ops.h"
 #include "xgrad/nn/clip_grad.h"
+#include "xgrad/ops.h"
 
 namespace xgrad::nn::utils {
 
@@ -117,8 +117,8 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   for (const Tensor& g : grads) norms.push_back(tensor_norm(g, norm_type));
   const double total = vector_norm(norms.data(), static_cast<int64_t>(norms.size()), norm_type);
   if (error_if_nonfinite && !std::isfinite(total))
-    fail(op, "the total norm of order ", norm_type, " for gradients from `parameters` is ",
-         "non-finite (", total, "), so it cannot be clipped. To disable this error and scale ",
+    fail(op, "the total norm of order ", norm_type, " for gradients from `parameters` is ", "non-finite (",
+         total, "), so it cannot be clipped. To disable this error and scale ",
          "the gradients by the non-finite norm anyway, set error_if_nonfinite=false");
 
   const double clip_coef = max_norm / (total + 1e-6);
@@ -129,8 +129,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   return total;
 }
 
-double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type,
-                       bool error_if_nonfinite) {
+double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type, bool error_if_nonfinite) {
   return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, error_if_nonfinite);
 }
 
@@ -146,8 +145,7 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
     if (g.dtype() == kFloat32)
       clamp_values(g.data_ptr<float>(), g.numel(), static_cast<float>(-clip_value),
                    static_cast<float>(clip_value));
-    else
-      clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
+    else clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
     g.bump_version();
   }
 }

@@ -21,8 +21,7 @@ void ModuleList::append(std::shared_ptr<Module> module) {
 std::shared_ptr<Module> ModuleList::operator[](int64_t index) const {
   const auto n = static_cast<int64_t>(modules_.size());
   const int64_t i = index < 0 ? index + n : index;
-  if (i < 0 || i >= n)
-    fail(name().c_str(), "index ", index, " is out of range for ", n, " modules");
+  if (i < 0 || i >= n) fail(name().c_str(), "index ", index, " is out of range for ", n, " modules");
   return modules_[static_cast<std::size_t>(i)];
 }
 

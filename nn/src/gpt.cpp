@@ -34,9 +34,8 @@ void check_ids(const GPTConfig& cfg, const Tensor& in_idx, int64_t past) {
   const int64_t seq_len = in_idx.size(1);
   if (past + seq_len > cfg.context_length) {
     if (past == 0)
-      fail("GPTModel", "input has ", seq_len, " tokens (shape ", in_idx.shape(),
-           ") but context_length is ", cfg.context_length, "; truncate it to the last ",
-           cfg.context_length, " tokens");
+      fail("GPTModel", "input has ", seq_len, " tokens (shape ", in_idx.shape(), ") but context_length is ",
+           cfg.context_length, "; truncate it to the last ", cfg.context_length, " tokens");
     fail("GPTModel", "input has ", seq_len, " tokens (shape ", in_idx.shape(), ") after ", past,
          " cached ones but context_length is ", cfg.context_length, "; reset the cache");
   }
@@ -48,13 +47,13 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   check_ids(cfg, in_idx, 0);
   auto [batch_size, seq_len] = in_idx.shape2();
 
-  Tensor tok_embeds = tok_emb(in_idx);  // (b, T, emb); embedding range-checks every id
-  Tensor pos_embeds = pos_emb(arange(seq_len));                   // (T, emb)
-  Tensor x = tok_embeds + pos_embeds;                             // (b, T, emb)
+  Tensor tok_embeds = tok_emb(in_idx);           // (b, T, emb); embedding range-checks every id
+  Tensor pos_embeds = pos_emb(arange(seq_len));  // (T, emb)
+  Tensor x = tok_embeds + pos_embeds;            // (b, T, emb)
   x = drop_emb(x);
   x = trf_blocks(x);
   x = final_norm(x);
-  return out_head(x);                                    // (b, T, vocab)
+  return out_head(x);  // (b, T, vocab)
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx, KVCache& cache) {
@@ -63,14 +62,14 @@ Tensor GPTModel::forward(const Tensor& in_idx, KVCache& cache) {
   auto [batch_size, seq_len] = in_idx.shape2();
   cache.layers.resize(static_cast<std::size_t>(cfg.n_layers));
 
-  Tensor tok_embeds = tok_emb(in_idx);                            // (b, T, emb)
-  Tensor pos_embeds = pos_emb(arange(past, past + seq_len));      // (T, emb): after the cache
-  Tensor x = tok_embeds + pos_embeds;                             // (b, T, emb)
+  Tensor tok_embeds = tok_emb(in_idx);                        // (b, T, emb)
+  Tensor pos_embeds = pos_emb(arange(past, past + seq_len));  // (T, emb): after the cache
+  Tensor x = tok_embeds + pos_embeds;                         // (b, T, emb)
   x = drop_emb(x);
   for (int64_t i = 0; i < cfg.n_layers; ++i)
     x = trf_blocks->at<TransformerBlock>(i)->forward(x, cache.layers[static_cast<std::size_t>(i)]);
   x = final_norm(x);
-  return out_head(x);                                             // (b, T, vocab)
+  return out_head(x);  // (b, T, vocab)
 }
 
 Tensor GPTModel::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts) {
@@ -89,8 +88,10 @@ Tensor GPTModel::generate(const Tensor& idx, int64_t max_new_tokens, const Gener
   validate_sampling(sampling);
   if (max_new_tokens < 0) fail("generate", "max_new_tokens must be >= 0, got ", max_new_tokens);
   if (idx.dtype() != kInt64 || idx.dim() != 2 || idx.size(1) == 0)
-    fail("generate", "expected a prompt of token ids as an int64 tensor of shape (batch, "
-         "num_tokens) with num_tokens >= 1, got ", dtype_name(idx.dtype()), " of shape ", idx.shape());
+    fail("generate",
+         "expected a prompt of token ids as an int64 tensor of shape (batch, "
+         "num_tokens) with num_tokens >= 1, got ",
+         dtype_name(idx.dtype()), " of shape ", idx.shape());
   const int64_t b = idx.size(0), ctx = cfg.context_length;
   std::vector<std::vector<int64_t>> rows(static_cast<std::size_t>(b));
   {

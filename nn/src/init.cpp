@@ -11,16 +11,17 @@ namespace xgrad::nn::init {
 
 Fans calculate_fan_in_and_fan_out(const Tensor& tensor) {
   if (tensor.dim() < 2)
-    fail("calculate_fan_in_and_fan_out", "fan in and fan out can not be computed for a tensor "
-         "with fewer than 2 dimensions, got shape ", tensor.shape());
+    fail("calculate_fan_in_and_fan_out",
+         "fan in and fan out can not be computed for a tensor "
+         "with fewer than 2 dimensions, got shape ",
+         tensor.shape());
   int64_t receptive_field = 1;
   for (int64_t d = 2; d < tensor.dim(); ++d) receptive_field *= tensor.size(d);
   return {tensor.size(1) * receptive_field, tensor.size(0) * receptive_field};
 }
 
 double calculate_gain(const std::string& nonlinearity, std::optional<double> param) {
-  if (nonlinearity == "linear" || nonlinearity == "sigmoid" || nonlinearity.rfind("conv", 0) == 0)
-    return 1.0;
+  if (nonlinearity == "linear" || nonlinearity == "sigmoid" || nonlinearity.rfind("conv", 0) == 0) return 1.0;
   if (nonlinearity == "tanh") return 5.0 / 3;
   if (nonlinearity == "relu") return std::sqrt(2.0);
   if (nonlinearity == "leaky_relu") {

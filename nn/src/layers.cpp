@@ -18,8 +18,8 @@ std::string Dropout::extra_repr() const { return "p=" + repr_float(p) + ", inpla
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
     : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
   if (num_embeddings < 0 || embedding_dim < 0)
-    fail("Embedding", "num_embeddings and embedding_dim must be >= 0, got ", num_embeddings,
-         " and ", embedding_dim);
+    fail("Embedding", "num_embeddings and embedding_dim must be >= 0, got ", num_embeddings, " and ",
+         embedding_dim);
   weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   reset_parameters();
 }

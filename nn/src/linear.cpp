@@ -30,14 +30,13 @@ void Linear::reset_parameters() {
 
 Tensor Linear::forward(const Tensor& input) {
   if (input.dim() < 1 || input.size(-1) != in_features)
-    fail("Linear", "expected input with last dim in_features=", in_features, ", got shape ",
-         input.shape());
+    fail("Linear", "expected input with last dim in_features=", in_features, ", got shape ", input.shape());
   return linear(input, weight, bias);  // (*, in) -> (*, out)
 }
 
 std::string Linear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features) + ", out_features=" +
-         std::to_string(out_features) + ", bias=" + (bias.defined() ? "True" : "False");
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "True" : "False");
 }
 
 }  // namespace xgrad::nn

@@ -74,8 +74,7 @@ Tensor Module::forward(const Tensor&) {
 
 void Module::check_new_name(const char* what, const std::string& name) const {
   if (name.empty()) fail(what, "name must not be empty");
-  if (name.find('.') != std::string::npos)
-    fail(what, "name '", name, "' must not contain '.'");
+  if (name.find('.') != std::string::npos) fail(what, "name '", name, "' must not contain '.'");
   for (const auto& [n, t] : params_)
     if (n == name) fail(what, "'", name, "' is already a parameter of ", this->name());
   for (const auto& b : buffers_)
@@ -102,12 +101,12 @@ Tensor Module::set_parameter(const std::string& name, Tensor tensor) {
   for (auto& [n, t] : params_) {
     if (n != name) continue;
     if (!tensor.defined() || !tensor.is_leaf() || !tensor.requires_grad())
-      fail("set_parameter", "'", name, "' must be set to another module's parameter (a leaf "
+      fail("set_parameter", "'", name,
+           "' must be set to another module's parameter (a leaf "
            "that requires grad)");
     if (tensor.shape() != t.shape() || tensor.dtype() != t.dtype())
       fail("set_parameter", "'", name, "' has shape ", t.shape(), " (", dtype_name(t.dtype()),
-           ") but the new parameter has shape ", tensor.shape(), " (",
-           dtype_name(tensor.dtype()), ")");
+           ") but the new parameter has shape ", tensor.shape(), " (", dtype_name(tensor.dtype()), ")");
     t = tensor;
     return tensor;
   }
@@ -269,11 +268,14 @@ Module& Module::to(DType dtype) {
 // ====================================================================  state dict
 StateDict Module::state_dict() const {
   StateDict out;
-  visit("", [&](const Module& m, const std::string& prefix) {
-    for (const auto& [n, t] : m.params_) out.insert(join(prefix, n), t.detach());
-    for (const auto& b : m.buffers_)
-      if (b.persistent) out.insert(join(prefix, b.name), b.tensor.detach());
-  }, /*dedup=*/false);
+  visit(
+      "",
+      [&](const Module& m, const std::string& prefix) {
+        for (const auto& [n, t] : m.params_) out.insert(join(prefix, n), t.detach());
+        for (const auto& b : m.buffers_)
+          if (b.persistent) out.insert(join(prefix, b.name), b.tensor.detach());
+      },
+      /*dedup=*/false);
   return out;
 }
 
@@ -288,12 +290,15 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   // names of one tied parameter: a name is not missing when a twin of it is in `state`
   std::unordered_map<std::string, const TensorImpl*> impl_of;
   std::unordered_set<const TensorImpl*> provided;
-  visit("", [&](const Module& m, const std::string& prefix) {
-    for (const auto& [n, t] : m.params_) {
-      impl_of[join(prefix, n)] = t.unsafe_impl();
-      if (state.contains(join(prefix, n))) provided.insert(t.unsafe_impl());
-    }
-  }, /*dedup=*/false);
+  visit(
+      "",
+      [&](const Module& m, const std::string& prefix) {
+        for (const auto& [n, t] : m.params_) {
+          impl_of[join(prefix, n)] = t.unsafe_impl();
+          if (state.contains(join(prefix, n))) provided.insert(t.unsafe_impl());
+        }
+      },
+      /*dedup=*/false);
   auto tied_twin_given = [&](const std::string& name) {
     auto it = impl_of.find(name);
     return it != impl_of.end() && provided.count(it->second) > 0;

@@ -21,8 +21,7 @@ LoadResult Module::load_state_dict(const std::filesystem::path& path, bool stric
 
 namespace xgrad {
 
-void save(const nn::StateDict& state, const std::filesystem::path& path,
-          const io::Metadata& metadata) {
+void save(const nn::StateDict& state, const std::filesystem::path& path, const io::Metadata& metadata) {
   io::save_safetensors(path, io::NamedTensors(state.begin(), state.end()), metadata);
 }
 

@@ -45,8 +45,7 @@ int64_t sample_token(std::vector<double>& logits, const SamplingOptions& s, Gene
 
   if (s.top_k > 0 && s.top_k < V) {  // keep the top_k largest (ties included), as nanoGPT
     std::vector<double> sorted = logits;
-    std::nth_element(sorted.begin(), sorted.begin() + (s.top_k - 1), sorted.end(),
-                     std::greater<double>());
+    std::nth_element(sorted.begin(), sorted.begin() + (s.top_k - 1), sorted.end(), std::greater<double>());
     const double kth = sorted[static_cast<std::size_t>(s.top_k - 1)];
     for (double& l : logits)
       if (l < kth) l = -std::numeric_limits<double>::infinity();

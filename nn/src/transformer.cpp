@@ -35,9 +35,10 @@ Tensor FeedForward::forward(const Tensor& x) {
 // ---------------------------------------------------------------- TransformerBlock
 TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
   validate(cfg, "TransformerBlock");
-  att = register_module("att", std::make_shared<MultiHeadAttention>(
-      /*d_in=*/cfg.emb_dim, /*d_out=*/cfg.emb_dim, /*context_length=*/cfg.context_length,
-      /*dropout=*/cfg.drop_rate, /*num_heads=*/cfg.n_heads, /*qkv_bias=*/cfg.qkv_bias));
+  att = register_module(
+      "att", std::make_shared<MultiHeadAttention>(
+                 /*d_in=*/cfg.emb_dim, /*d_out=*/cfg.emb_dim, /*context_length=*/cfg.context_length,
+                 /*dropout=*/cfg.drop_rate, /*num_heads=*/cfg.n_heads, /*qkv_bias=*/cfg.qkv_bias));
   ff = register_module("ff", std::make_shared<FeedForward>(cfg));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.emb_dim));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.emb_dim));
@@ -62,7 +63,7 @@ Tensor TransformerBlock::forward(const Tensor& x_in) {
 
 Tensor TransformerBlock::forward(const Tensor& x_in, LayerKVCache& cache) {
   Tensor x = x_in + drop_shortcut(att->forward(norm1(x_in), cache));  // as forward(x), with
-  return x + drop_shortcut(ff(norm2(x)));                              // att's cache
+  return x + drop_shortcut(ff(norm2(x)));                             // att's cache
 }
 
 }  // namespace xgrad::nn

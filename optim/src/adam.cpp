@@ -39,10 +39,10 @@ namespace {
 // The per-step scalars, as T or as a SIMD batch of T (V).
 template <class V>
 struct AdamScalars {
-  V decay;      // AdamW: 1 - lr * weight_decay
-  V wd;         // Adam: weight_decay
+  V decay;  // AdamW: 1 - lr * weight_decay
+  V wd;     // Adam: weight_decay
   V beta1, one_minus_beta1, beta2, one_minus_beta2;
-  V bc2_sqrt;   // sqrt(1 - beta2^step)
+  V bc2_sqrt;  // sqrt(1 - beta2^step)
   V eps;
   V neg_step_size;  // -lr / (1 - beta1^step)
 };
@@ -77,7 +77,7 @@ inline xsimd::batch<T, A> rounded(const xsimd::batch<T, A>& v) {
 // x * y + z, which GCC may contract the wrong way (fusing a product inside z instead).
 template <class T, class A>
 inline xsimd::batch<T, A> fused_fma(const xsimd::batch<T, A>& x, const xsimd::batch<T, A>& y,
-                              const xsimd::batch<T, A>& z) {
+                                    const xsimd::batch<T, A>& z) {
   constexpr std::size_t bytes = sizeof(typename xsimd::batch<T, A>::register_type);
   constexpr bool f32 = std::is_same_v<T, float>, f64 = std::is_same_v<T, double>;
 #if defined(__AVX512F__)
@@ -112,27 +112,27 @@ using std::sqrt;
 // division by sqrt(bias_correction2) is a true division.
 template <bool kDecoupled, bool kL2, bool kAmsgrad, class V>
 inline void adam_element(V& p, V g, V& m, V& v, V& vmax, const AdamScalars<V>& s) {
-  if constexpr (kDecoupled) p = rounded(p * s.decay);           // param.mul_(1 - lr * wd)
-  if constexpr (kL2) g = fused_fma(s.wd, p, g);                        // grad.add(param, alpha=wd)
-  m = fused_fma(s.one_minus_beta1, g, m * s.beta1);                    // exp_avg.mul_(b1).add_(g, 1-b1)
-  v = fused_fma(s.one_minus_beta2 * g, g, v * s.beta2);                // .mul_(b2).addcmul_(g, g, 1-b2)
+  if constexpr (kDecoupled) p = rounded(p * s.decay);    // param.mul_(1 - lr * wd)
+  if constexpr (kL2) g = fused_fma(s.wd, p, g);          // grad.add(param, alpha=wd)
+  m = fused_fma(s.one_minus_beta1, g, m * s.beta1);      // exp_avg.mul_(b1).add_(g, 1-b1)
+  v = fused_fma(s.one_minus_beta2 * g, g, v * s.beta2);  // .mul_(b2).addcmul_(g, g, 1-b2)
   V vv = v;
-  if constexpr (kAmsgrad) vv = vmax = nan_max(vmax, v);          // torch.maximum(max, v)
-  const V denom = sqrt(vv) / s.bc2_sqrt + s.eps;                 // (sqrt(v) / sqrt(bc2)).add_(eps)
-  p = p + (s.neg_step_size * m) / denom;                         // addcdiv_(m, denom, -step_size)
+  if constexpr (kAmsgrad) vv = vmax = nan_max(vmax, v);  // torch.maximum(max, v)
+  const V denom = sqrt(vv) / s.bc2_sqrt + s.eps;         // (sqrt(v) / sqrt(bc2)).add_(eps)
+  p = p + (s.neg_step_size * m) / denom;                 // addcdiv_(m, denom, -step_size)
 }
 
 // The fused update of one contiguous parameter: one streaming pass reading p, g, m, v (and
 // max_exp_avg_sq) and writing them back, SIMD batches (xsimd) then a scalar tail, both
 // through adam_element so every element sees the same operations.
 template <class T, bool kDecoupled, bool kL2, bool kAmsgrad>
-void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                 T* __restrict vmax, int64_t n, const AdamScalars<T>& s) {
+void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+                 int64_t n, const AdamScalars<T>& s) {
   int64_t i = 0;
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
-  const AdamScalars<B> sb{B(s.decay), B(s.wd), B(s.beta1), B(s.one_minus_beta1), B(s.beta2),
-                          B(s.one_minus_beta2), B(s.bc2_sqrt), B(s.eps), B(s.neg_step_size)};
+  const AdamScalars<B> sb{B(s.decay),           B(s.wd),       B(s.beta1), B(s.one_minus_beta1), B(s.beta2),
+                          B(s.one_minus_beta2), B(s.bc2_sqrt), B(s.eps),   B(s.neg_step_size)};
   for (; i + W <= n; i += W) {
     B pb = B::load_unaligned(p + i), mb = B::load_unaligned(m + i), vb = B::load_unaligned(v + i);
     B xb = kAmsgrad ? B::load_unaligned(vmax + i) : B(T(0));
@@ -184,14 +184,15 @@ void run_jobs(const std::vector<AdamJob<T>>& jobs, bool decoupled) {
     start[j + 1] = start[j] + (jobs[j].n + kParallelAlign - 1) / kParallelAlign * kParallelAlign;
   auto run = decoupled ? adam_dispatch<T, true> : adam_dispatch<T, false>;
   parallel_elems(start.back(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-    std::size_t j = static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+    std::size_t j =
+        static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
     for (; j < jobs.size() && start[j] < hi; ++j) {
       const AdamJob<T>& jb = jobs[j];
       const int64_t a = std::max<int64_t>(lo - start[j], 0);
       const int64_t b = std::min<int64_t>(hi - start[j], jb.n);
       if (a >= b) continue;
-      run(jb.p + a, jb.g + a, jb.m + a, jb.v + a, jb.vmax ? jb.vmax + a : nullptr, b - a, jb.l2,
-          jb.amsgrad, jb.s);
+      run(jb.p + a, jb.g + a, jb.m + a, jb.v + a, jb.vmax ? jb.vmax + a : nullptr, b - a, jb.l2, jb.amsgrad,
+          jb.s);
     }
   });
 }
@@ -219,17 +220,12 @@ void Adam::validate(const AdamOptions& o) const {
     fail(name(), "invalid beta parameter at index 0: ", o.betas.first, " (must be in [0, 1))");
   if (!(o.betas.second >= 0 && o.betas.second < 1))
     fail(name(), "invalid beta parameter at index 1: ", o.betas.second, " (must be in [0, 1))");
-  if (!(o.weight_decay >= 0))
-    fail(name(), "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
+  if (!(o.weight_decay >= 0)) fail(name(), "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
 }
 
 std::map<std::string, double> Adam::options_to_map(const AdamOptions& o) const {
-  return {{"lr", o.lr},
-          {"beta1", o.betas.first},
-          {"beta2", o.betas.second},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+  return {{"lr", o.lr},   {"beta1", o.betas.first},         {"beta2", o.betas.second},
+          {"eps", o.eps}, {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
 }
 
 AdamOptions Adam::options_from_map(const std::map<std::string, double>& m, const char* op) const {
@@ -243,10 +239,9 @@ AdamOptions Adam::options_from_map(const std::map<std::string, double>& m, const
 
 std::map<std::string, Tensor> Adam::state_to_map(const AdamParamState& s) const {
   if (!s.exp_avg.defined()) return {};
-  std::map<std::string, Tensor> m{
-      {"step", detail::step_tensor(s.step)},
-      {"exp_avg", detail::copy_as(s.exp_avg, s.exp_avg.dtype())},
-      {"exp_avg_sq", detail::copy_as(s.exp_avg_sq, s.exp_avg_sq.dtype())}};
+  std::map<std::string, Tensor> m{{"step", detail::step_tensor(s.step)},
+                                  {"exp_avg", detail::copy_as(s.exp_avg, s.exp_avg.dtype())},
+                                  {"exp_avg_sq", detail::copy_as(s.exp_avg_sq, s.exp_avg_sq.dtype())}};
   if (s.max_exp_avg_sq.defined())
     m["max_exp_avg_sq"] = detail::copy_as(s.max_exp_avg_sq, s.max_exp_avg_sq.dtype());
   return m;
@@ -292,8 +287,7 @@ void Adam::step() {
         st.exp_avg = zeros(p.shape(), p.dtype());
         st.exp_avg_sq = zeros(p.shape(), p.dtype());
       }
-      if (o.amsgrad && !st.max_exp_avg_sq.defined())
-        st.max_exp_avg_sq = zeros(p.shape(), p.dtype());
+      if (o.amsgrad && !st.max_exp_avg_sq.defined()) st.max_exp_avg_sq = zeros(p.shape(), p.dtype());
       st.step += 1;
 
       const double step = static_cast<double>(st.step);
@@ -303,19 +297,26 @@ void Adam::step() {
       const bool l2 = !decoupled && o.weight_decay != 0;
       dispatch_float(p.dtype(), name(), [&](auto tag) {
         using T = decltype(tag);
-        const AdamScalars<T> s{
-            .decay = static_cast<T>(1.0 - o.lr * o.weight_decay),
-            .wd = static_cast<T>(o.weight_decay),
-            .beta1 = static_cast<T>(o.betas.first),
-            .one_minus_beta1 = static_cast<T>(1.0 - o.betas.first),
-            .beta2 = static_cast<T>(o.betas.second),
-            .one_minus_beta2 = static_cast<T>(1.0 - o.betas.second),
-            .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
-            .eps = static_cast<T>(o.eps),
-            .neg_step_size = static_cast<T>(-step_size)};
+        const AdamScalars<T> s{.decay = static_cast<T>(1.0 - o.lr * o.weight_decay),
+                               .wd = static_cast<T>(o.weight_decay),
+                               .beta1 = static_cast<T>(o.betas.first),
+                               .one_minus_beta1 = static_cast<T>(1.0 - o.betas.first),
+                               .beta2 = static_cast<T>(o.betas.second),
+                               .one_minus_beta2 = static_cast<T>(1.0 - o.betas.second),
+                               .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+                               .eps = static_cast<T>(o.eps),
+                               .neg_step_size = static_cast<T>(-step_size)};
         T* vmax = o.amsgrad ? st.max_exp_avg_sq.data_ptr<T>() : nullptr;
-        AdamJob<T> job{p.data_ptr<T>(), grad.data_ptr<T>(), st.exp_avg.data_ptr<T>(),
-                       st.exp_avg_sq.data_ptr<T>(), vmax, p.numel(), l2, o.amsgrad, s, grad};
+        AdamJob<T> job{p.data_ptr<T>(),
+                       grad.data_ptr<T>(),
+                       st.exp_avg.data_ptr<T>(),
+                       st.exp_avg_sq.data_ptr<T>(),
+                       vmax,
+                       p.numel(),
+                       l2,
+                       o.amsgrad,
+                       s,
+                       grad};
         if constexpr (std::is_same_v<T, float>) jobs_f.push_back(job);
         else jobs_d.push_back(job);
       });

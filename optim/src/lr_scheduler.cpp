@@ -12,20 +12,18 @@ namespace xgrad::optim {
 
 // ---------------------------------------------------------------- LRScheduler
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
-  for (std::size_t g = 0; g < optimizer.num_param_groups(); ++g)
-    base_lrs_.push_back(optimizer.lr(g));
+  for (std::size_t g = 0; g < optimizer.num_param_groups(); ++g) base_lrs_.push_back(optimizer.lr(g));
 }
 
 void LRScheduler::apply() {
   std::vector<double> lrs;
   for (double base : base_lrs_) lrs.push_back(lr_at(last_epoch_, base));
   if (lrs.size() != optimizer_->num_param_groups())
-    fail("LRScheduler", "the optimizer has ", optimizer_->num_param_groups(),
-         " param groups but had ", lrs.size(), " when the scheduler was created");
+    fail("LRScheduler", "the optimizer has ", optimizer_->num_param_groups(), " param groups but had ",
+         lrs.size(), " when the scheduler was created");
   for (std::size_t g = 0; g < lrs.size(); ++g)
     if (!(lrs[g] >= 0))
-      fail("LRScheduler", "the schedule gives lr ", lrs[g], " for param group ", g, " at step ",
-           last_epoch_);
+      fail("LRScheduler", "the schedule gives lr ", lrs[g], " for param group ", g, " at step ", last_epoch_);
   for (std::size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
   last_lr_ = std::move(lrs);
 }
@@ -41,8 +39,7 @@ void LRScheduler::step() {
 }
 
 void LRScheduler::load_state_dict(int64_t last_epoch) {
-  if (last_epoch < 0)
-    fail("LRScheduler.load_state_dict", "the step count must be >= 0, got ", last_epoch);
+  if (last_epoch < 0) fail("LRScheduler.load_state_dict", "the step count must be >= 0, got ", last_epoch);
   const int64_t previous = last_epoch_;
   last_epoch_ = last_epoch;
   try {
@@ -79,8 +76,7 @@ ConstantLR::ConstantLR(Optimizer& optimizer, ConstantLROptions options)
     : LRScheduler(optimizer), options_(options) {
   if (!(options.factor >= 0 && options.factor <= 1))
     fail("ConstantLR", "factor must be between 0 and 1, got ", options.factor);
-  if (options.total_iters < 0)
-    fail("ConstantLR", "total_iters must be >= 0, got ", options.total_iters);
+  if (options.total_iters < 0) fail("ConstantLR", "total_iters must be >= 0, got ", options.total_iters);
   apply();
 }
 
@@ -123,8 +119,8 @@ double WarmupCosineLR::lr_at(int64_t it, double base_lr) const {
   // 2) after lr_decay_iters, min_lr
   if (it > o.lr_decay_iters) return o.min_lr;
   // 3) in between, cosine decay from base_lr down to min_lr
-  const double decay_ratio = static_cast<double>(it - o.warmup_iters) /
-                             static_cast<double>(o.lr_decay_iters - o.warmup_iters);
+  const double decay_ratio =
+      static_cast<double>(it - o.warmup_iters) / static_cast<double>(o.lr_decay_iters - o.warmup_iters);
   const double coeff = 0.5 * (1.0 + std::cos(std::numbers::pi * decay_ratio));  // 1 -> 0
   return o.min_lr + coeff * (base_lr - o.min_lr);
 }

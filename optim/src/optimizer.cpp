@@ -43,8 +43,9 @@ namespace detail {
 
 void check_contiguous(const char* optimizer, const Tensor& p, std::size_t group, std::size_t index) {
   if (!p.is_contiguous())
-    fail(optimizer, "parameter ", index, " of param group ", group, " (shape ", p.shape(),
-         ", strides ", p.strides(), ") is not contiguous; optimizers update parameters in place "
+    fail(optimizer, "parameter ", index, " of param group ", group, " (shape ", p.shape(), ", strides ",
+         p.strides(),
+         ") is not contiguous; optimizers update parameters in place "
          "through their buffer, so make the parameter contiguous before optimizing it");
 }
 
@@ -56,11 +57,10 @@ void check_params(const char* optimizer, const std::vector<const std::vector<Ten
     const std::vector<Tensor>& params = *groups[g];
     for (std::size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];
-      if (!p.defined())
-        fail(optimizer, "parameter ", i, " of param group ", g, " is an undefined tensor");
+      if (!p.defined()) fail(optimizer, "parameter ", i, " of param group ", g, " is an undefined tensor");
       if (!p.is_leaf())
-        fail(optimizer, "can't optimize a non-leaf tensor: parameter ", i, " of param group ", g,
-             " (shape ", p.shape(), ") was produced by ", p.grad_fn_name());
+        fail(optimizer, "can't optimize a non-leaf tensor: parameter ", i, " of param group ", g, " (shape ",
+             p.shape(), ") was produced by ", p.grad_fn_name());
       if (!p.is_floating_point())
         fail(optimizer, "parameter ", i, " of param group ", g, " (shape ", p.shape(), ") is ",
              dtype_name(p.dtype()), "; only float32 and float64 parameters can be optimized");
@@ -128,8 +128,8 @@ Tensor state_tensor(const char* op, const std::map<std::string, Tensor>& m, cons
     fail(op, "'", key, "' of parameter ", index, " is ", dtype_name(t.dtype()),
          ", expected a floating-point tensor");
   if (t.shape() != param.shape())
-    fail(op, "'", key, "' of parameter ", index, " has shape ", t.shape(),
-         " but the parameter has shape ", param.shape());
+    fail(op, "'", key, "' of parameter ", index, " has shape ", t.shape(), " but the parameter has shape ",
+         param.shape());
   return copy_as(t, param.dtype());
 }
 

@@ -49,7 +49,8 @@ OptimizerState OptimizerState::from(const io::SafetensorsFile& file, const std::
   OptimizerState sd;
   sd.type = meta("optimizer");
   const int64_t groups = parse_index(meta("param_groups"));
-  if (groups < 0 || groups > 1'000'000) bad("metadata 'param_groups' is not a group count: '", meta("param_groups"), "'");
+  if (groups < 0 || groups > 1'000'000)
+    bad("metadata 'param_groups' is not a group count: '", meta("param_groups"), "'");
   sd.param_groups.resize(static_cast<std::size_t>(groups));
   std::vector<bool> have_params(sd.param_groups.size(), false);
   for (const auto& [key, value] : file.metadata) {
@@ -83,8 +84,8 @@ OptimizerState OptimizerState::from(const io::SafetensorsFile& file, const std::
     if (!have_params[g]) bad("metadata has no 'param_groups.", g, ".params'");
   for (const auto& [name, t] : file.tensors) {
     const std::size_t dot = name.find('.', 6);
-    const int64_t index = name.rfind("state.", 0) == 0 && dot != std::string::npos
-                              ? parse_index(name.substr(6, dot - 6)) : -1;
+    const int64_t index =
+        name.rfind("state.", 0) == 0 && dot != std::string::npos ? parse_index(name.substr(6, dot - 6)) : -1;
     if (index < 0 || dot + 1 >= name.size())
       bad("unexpected tensor '", name, "' (expected state.<parameter index>.<name>)");
     sd.state[index][name.substr(dot + 1)] = t;

@@ -20,8 +20,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   init_groups();
 }
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults)
-    : OptimizerBase(std::move(groups), defaults) {
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults) : OptimizerBase(std::move(groups), defaults) {
   init_groups();
 }
 
@@ -29,11 +28,10 @@ void SGD::validate(const SGDOptions& o) const {
   if (!(o.lr >= 0)) fail("SGD", "invalid learning rate: ", o.lr, " (must be >= 0)");
   if (!(o.momentum >= 0)) fail("SGD", "invalid momentum value: ", o.momentum, " (must be >= 0)");
   if (!std::isfinite(o.dampening)) fail("SGD", "invalid dampening value: ", o.dampening);
-  if (!(o.weight_decay >= 0))
-    fail("SGD", "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
+  if (!(o.weight_decay >= 0)) fail("SGD", "invalid weight_decay value: ", o.weight_decay, " (must be >= 0)");
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    fail("SGD", "Nesterov momentum requires a momentum and zero dampening (got momentum ",
-         o.momentum, ", dampening ", o.dampening, ")");
+    fail("SGD", "Nesterov momentum requires a momentum and zero dampening (got momentum ", o.momentum,
+         ", dampening ", o.dampening, ")");
 }
 
 namespace {
@@ -42,24 +40,23 @@ namespace {
 // add(other, alpha) computes fma(alpha, other, self); std::fma does the same here, so the
 // results agree to the bit.
 template <class T, bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
-void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
-                const SGDOptions& o) {
+void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n, const SGDOptions& o) {
   const T neg_lr = static_cast<T>(-o.lr);
   const T wd = static_cast<T>(o.weight_decay);
   const T momentum = static_cast<T>(o.momentum);
   const T keep = static_cast<T>(1.0 - o.dampening);
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i];
-    if constexpr (kDecay) d = std::fma(wd, p[i], d);                   // grad.add(p, alpha=wd)
+    if constexpr (kDecay) d = std::fma(wd, p[i], d);  // grad.add(p, alpha=wd)
     if constexpr (kMomentum) {
       T b;
-      if constexpr (kFirst) b = d;                                      // clone(d_p)
+      if constexpr (kFirst) b = d;                    // clone(d_p)
       else b = std::fma(keep, d, buf[i] * momentum);  // buf.mul_(m).add_(d_p, alpha=1-damp)
       buf[i] = b;
-      if constexpr (kNesterov) d = std::fma(momentum, b, d);           // d_p.add(buf, alpha=m)
+      if constexpr (kNesterov) d = std::fma(momentum, b, d);  // d_p.add(buf, alpha=m)
       else d = b;
     }
-    p[i] = std::fma(neg_lr, d, p[i]);                                   // p.add_(d_p, alpha=-lr)
+    p[i] = std::fma(neg_lr, d, p[i]);  // p.add_(d_p, alpha=-lr)
   }
 }
 
@@ -93,8 +90,7 @@ void SGD::step() {
         T* buf = o.momentum != 0 ? st.momentum_buffer.data_ptr<T>() : nullptr;
         if (o.weight_decay != 0)
           sgd_dispatch<T, true>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
-        else
-          sgd_dispatch<T, false>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
+        else sgd_dispatch<T, false>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
       });
       p.bump_version();  // written through data_ptr above, like an in-place op
       if (o.momentum != 0) st.momentum_buffer.bump_version();

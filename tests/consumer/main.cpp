@@ -15,8 +15,7 @@ namespace {
 
 int failures = 0;
 
-void expect_near(const char* what, const std::vector<double>& got,
-                 const std::vector<double>& want) {
+void expect_near(const char* what, const std::vector<double>& got, const std::vector<double>& want) {
   bool ok = got.size() == want.size();
   for (std::size_t i = 0; ok && i < got.size(); ++i)
     ok = std::abs(got[i] - want[i]) <= 1e-5 * (1.0 + std::abs(want[i]));

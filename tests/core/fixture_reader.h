@@ -97,8 +97,7 @@ inline Fixture read_fixture(const std::string& path) {
       while (ls >> d) shape.push_back(d);
       have_shape = true;
     } else if (key == "values") {
-      if (!have_name || !have_shape)
-        fail("read_fixture", where, ": 'values' before 'name' and 'shape'");
+      if (!have_name || !have_shape) fail("read_fixture", where, ": 'values' before 'name' and 'shape'");
       const int64_t n = numel_of(shape);
       Tensor t;
       if (dtype == kInt64) {
@@ -132,8 +131,8 @@ inline Fixture read_fixture(const std::string& path) {
 
 // Expects same shape and |actual - expected| <= atol + rtol * |expected| everywhere (NaNs
 // must match NaNs, infinities must match exactly). Reports the first few bad elements.
-inline void expect_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
-                         double atol = 1e-6, const std::string& what = "") {
+inline void expect_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6,
+                         const std::string& what = "") {
   ASSERT_TRUE(actual.defined()) << what << ": actual tensor is undefined";
   ASSERT_EQ(shape_str(actual.shape()), shape_str(expected.shape())) << what;
   const std::vector<double> a = actual.to_vector<double>();
@@ -145,8 +144,8 @@ inline void expect_close(const Tensor& actual, const Tensor& expected, double rt
     else if (std::isinf(e[i])) ok = a[i] == e[i];
     else ok = std::fabs(a[i] - e[i]) <= atol + rtol * std::fabs(e[i]);
     if (!ok && reported++ < 5)
-      ADD_FAILURE() << what << ": element " << i << " is " << a[i] << ", expected " << e[i]
-                    << " (diff " << a[i] - e[i] << ")";
+      ADD_FAILURE() << what << ": element " << i << " is " << a[i] << ", expected " << e[i] << " (diff "
+                    << a[i] - e[i] << ")";
   }
 }
 

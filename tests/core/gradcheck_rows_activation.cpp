@@ -32,48 +32,91 @@ std::vector<GradcheckRow> activation_rows() {
   std::vector<GradcheckRow> rows;
   for (int64_t d : {-1, 0, 1}) {
     const std::string s = std::to_string(d);
-    rows.push_back({"softmax/2d/dim" + s, [] { return inputs({{3, 4}}); },
+    rows.push_back({"softmax/2d/dim" + s,
+                    [] {
+                      return inputs({{3, 4}});
+                    },
                     [d](const V& x) { return softmax(x[0], d); }});
-    rows.push_back({"softmax/3d/dim" + s, [] { return inputs({{2, 3, 4}}); },
+    rows.push_back({"softmax/3d/dim" + s,
+                    [] {
+                      return inputs({{2, 3, 4}});
+                    },
                     [d](const V& x) { return softmax(x[0], d); }});
-    rows.push_back({"softmax/noncontig/dim" + s, [] { return V{noncontig({4, 5})}; },
+    rows.push_back({"softmax/noncontig/dim" + s,
+                    [] {
+                      return V{noncontig({4, 5})};
+                    },
                     [d](const V& x) { return softmax(x[0], d); }});
-    rows.push_back({"log_softmax/2d/dim" + s, [] { return inputs({{3, 4}}); },
+    rows.push_back({"log_softmax/2d/dim" + s,
+                    [] {
+                      return inputs({{3, 4}});
+                    },
                     [d](const V& x) { return log_softmax(x[0], d); }});
-    rows.push_back({"log_softmax/3d/dim" + s, [] { return inputs({{2, 3, 4}}); },
+    rows.push_back({"log_softmax/3d/dim" + s,
+                    [] {
+                      return inputs({{2, 3, 4}});
+                    },
                     [d](const V& x) { return log_softmax(x[0], d); }});
-    rows.push_back({"log_softmax/noncontig/dim" + s, [] { return V{noncontig({4, 5})}; },
+    rows.push_back({"log_softmax/noncontig/dim" + s,
+                    [] {
+                      return V{noncontig({4, 5})};
+                    },
                     [d](const V& x) { return log_softmax(x[0], d); }});
   }
-  rows.push_back({"softmax/long_row", [] { return inputs({{2, 37}}); },
+  rows.push_back({"softmax/long_row",
+                  [] {
+                    return inputs({{2, 37}});
+                  },
                   [](const V& x) { return softmax(x[0], -1); }});
-  rows.push_back({"log_softmax/long_row", [] { return inputs({{2, 37}}); },
+  rows.push_back({"log_softmax/long_row",
+                  [] {
+                    return inputs({{2, 37}});
+                  },
                   [](const V& x) { return log_softmax(x[0], -1); }});
-  rows.push_back({"softmax/4d/dim2", [] { return inputs({{2, 2, 3, 3}}); },
+  rows.push_back({"softmax/4d/dim2",
+                  [] {
+                    return inputs({{2, 2, 3, 3}});
+                  },
                   [](const V& x) { return softmax(x[0], 2); }});
-  rows.push_back({"softmax/masked_rows", [] { return V{masked_leaf()}; },
-                  [](const V& x) { return softmax(x[0], -1); }});
+  rows.push_back(
+      {"softmax/masked_rows", [] { return V{masked_leaf()}; }, [](const V& x) { return softmax(x[0], -1); }});
   rows.push_back({"softmax/masked_rows/dim0", [] { return V{masked_leaf()}; },
                   [](const V& x) { return softmax(x[0].t(), 0); }});
-  rows.push_back({"softmax/1d", [] { return inputs({{6}}); },
-                  [](const V& x) { return softmax(x[0], 0); }});
+  rows.push_back({"softmax/1d", [] { return inputs({{6}}); }, [](const V& x) { return softmax(x[0], 0); }});
 
-  rows.push_back({"relu/2d", [] { return V{away_from_zero({4, 5})}; },
+  rows.push_back({"relu/2d",
+                  [] {
+                    return V{away_from_zero({4, 5})};
+                  },
                   [](const V& x) { return relu(x[0]); }});
-  rows.push_back({"relu/3d_transposed", [] { return V{away_from_zero({2, 3, 4})}; },
+  rows.push_back({"relu/3d_transposed",
+                  [] {
+                    return V{away_from_zero({2, 3, 4})};
+                  },
                   [](const V& x) { return relu(x[0].transpose(0, 2)); }});
-  rows.push_back({"sigmoid/2d", [] { return inputs({{4, 5}}); },
+  rows.push_back({"sigmoid/2d", [] { return inputs({{4, 5}}); }, [](const V& x) { return sigmoid(x[0]); }});
+  rows.push_back({"sigmoid/noncontig",
+                  [] {
+                    return V{noncontig({3, 6})};
+                  },
                   [](const V& x) { return sigmoid(x[0]); }});
-  rows.push_back({"sigmoid/noncontig", [] { return V{noncontig({3, 6})}; },
-                  [](const V& x) { return sigmoid(x[0]); }});
-  rows.push_back({"sigmoid/long", [] { return inputs({{37}}); },
-                  [](const V& x) { return sigmoid(x[0] * 3.0); }});
+  rows.push_back(
+      {"sigmoid/long", [] { return inputs({{37}}); }, [](const V& x) { return sigmoid(x[0] * 3.0); }});
   for (std::string approx : {"none", "tanh"}) {
-    rows.push_back({"gelu/" + approx + "/2d", [] { return inputs({{4, 5}}); },
+    rows.push_back({"gelu/" + approx + "/2d",
+                    [] {
+                      return inputs({{4, 5}});
+                    },
                     [approx](const V& x) { return gelu(x[0], approx); }});
-    rows.push_back({"gelu/" + approx + "/noncontig", [] { return V{noncontig({3, 6})}; },
+    rows.push_back({"gelu/" + approx + "/noncontig",
+                    [] {
+                      return V{noncontig({3, 6})};
+                    },
                     [approx](const V& x) { return gelu(x[0], approx); }});
-    rows.push_back({"gelu/" + approx + "/long", [] { return inputs({{2, 19}}); },
+    rows.push_back({"gelu/" + approx + "/long",
+                    [] {
+                      return inputs({{2, 19}});
+                    },
                     [approx](const V& x) { return gelu(x[0] * 2.5, approx); }});
   }
   return rows;

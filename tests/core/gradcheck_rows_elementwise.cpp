@@ -15,16 +15,40 @@ struct Pair {
   std::function<In()> make;
 };
 std::vector<Pair> binary_pairs(bool positive_b) {
-  auto second = [positive_b](const Shape& s) { return positive_b ? positive(s, 0.5, 2.0, 21) : inputs({s}, 21)[0]; };
+  auto second = [positive_b](const Shape& s) {
+    return positive_b ? positive(s, 0.5, 2.0, 21) : inputs({s}, 21)[0];
+  };
   return {
-      {"same", [=] { return In{inputs({{3, 4}})[0], second({3, 4})}; }},
-      {"bcast-b-row", [=] { return In{inputs({{2, 3, 4}})[0], second({4})}; }},
-      {"bcast-a-row", [=] { return In{inputs({{4}})[0], second({3, 4})}; }},
-      {"bcast-both", [=] { return In{inputs({{2, 1, 4}})[0], second({3, 1})}; }},
-      {"bcast-col", [=] { return In{inputs({{3, 4}})[0], second({3, 1})}; }},
-      {"scalar-b", [=] { return In{inputs({{2, 3}})[0], second({})}; }},
-      {"noncontig", [=] { return In{noncontig({4, 3}), second({4, 3})}; }},
-      {"noncontig-b", [=] {
+      {"same",
+       [=] {
+         return In{inputs({{3, 4}})[0], second({3, 4})};
+       }},
+      {"bcast-b-row",
+       [=] {
+         return In{inputs({{2, 3, 4}})[0], second({4})};
+       }},
+      {"bcast-a-row",
+       [=] {
+         return In{inputs({{4}})[0], second({3, 4})};
+       }},
+      {"bcast-both",
+       [=] {
+         return In{inputs({{2, 1, 4}})[0], second({3, 1})};
+       }},
+      {"bcast-col",
+       [=] {
+         return In{inputs({{3, 4}})[0], second({3, 1})};
+       }},
+      {"scalar-b",
+       [=] {
+         return In{inputs({{2, 3}})[0], second({})};
+       }},
+      {"noncontig",
+       [=] {
+         return In{noncontig({4, 3}), second({4, 3})};
+       }},
+      {"noncontig-b",
+       [=] {
          Tensor b = positive_b ? positive({3, 5}, 0.5, 2.0, 23) : inputs({{3, 5}}, 23)[0];
          return In{inputs({{5, 3}})[0], b.detach().t().requires_grad_()};
        }},
@@ -40,10 +64,12 @@ void add_unary(std::vector<GradcheckRow>& rows, const std::string& op, bool pos,
   rows.push_back({op + "/1d", [=] { return In{make({5})}; }, fn});
   rows.push_back({op + "/3d", [=] { return In{make({2, 3, 4})}; }, fn});
   rows.push_back({op + "/0d", [=] { return In{make({})}; }, fn});
-  rows.push_back({op + "/noncontig", [=] {
+  rows.push_back({op + "/noncontig",
+                  [=] {
                     Tensor t = make({4, 3});
                     return In{t.detach().t().requires_grad_()};
-                  }, fn});
+                  },
+                  fn});
 }
 
 }  // namespace
@@ -58,13 +84,16 @@ std::vector<GradcheckRow> elementwise_rows() {
   add_binary(rows, "minimum", false, [](const In& x) { return minimum(x[0], x[1]); });
   // pow(tensor, tensor): base positive, exponent any
   for (const Pair& p : binary_pairs(false)) {
-    rows.push_back({std::string("pow-tensor/") + p.name, [make = p.make] {
-                      In v = make();
-                      Tensor base = positive(v[0].shape(), 0.5, 2.0, 31);
-                      if (!v[0].is_contiguous()) base = positive({v[0].size(1), v[0].size(0)}, 0.5, 2.0, 31).detach().t().requires_grad_();
-                      return In{base, v[1]};
-                    },
-                    [](const In& x) { return pow(x[0], x[1]); }});
+    rows.push_back(
+        {std::string("pow-tensor/") + p.name,
+         [make = p.make] {
+           In v = make();
+           Tensor base = positive(v[0].shape(), 0.5, 2.0, 31);
+           if (!v[0].is_contiguous())
+             base = positive({v[0].size(1), v[0].size(0)}, 0.5, 2.0, 31).detach().t().requires_grad_();
+           return In{base, v[1]};
+         },
+         [](const In& x) { return pow(x[0], x[1]); }});
   }
 
   // scalar overloads
@@ -95,23 +124,43 @@ std::vector<GradcheckRow> elementwise_rows() {
   add_unary(rows, "where-scalar-b", false, [](const In& x) { return where(x[0] > 0.0, x[0], -0.25); });
   add_unary(rows, "where-scalar-a", false, [](const In& x) { return where(x[0] > 0.3, 2.0, x[0]); });
   // where: a fixed condition, broadcast against both branches
-  rows.push_back({"where/same", [] { return inputs({{3, 4}, {3, 4}}); }, [](const In& x) {
+  rows.push_back({"where/same",
+                  [] {
+                    return inputs({{3, 4}, {3, 4}});
+                  },
+                  [](const In& x) {
                     Tensor cond = gt(inputs({{3, 4}}, 99)[0].detach(), 0.0);
                     return where(cond, x[0], x[1]);
                   }});
-  rows.push_back({"where/bcast", [] { return inputs({{4}, {3, 1}}); }, [](const In& x) {
+  rows.push_back({"where/bcast",
+                  [] {
+                    return inputs({{4}, {3, 1}});
+                  },
+                  [](const In& x) {
                     Tensor cond = gt(inputs({{2, 3, 4}}, 98)[0].detach(), 0.0);
                     return where(cond, x[0], x[1]);
                   }});
-  rows.push_back({"where/noncontig", [] { return In{noncontig({3, 4}), inputs({{}})[0]}; }, [](const In& x) {
+  rows.push_back({"where/noncontig",
+                  [] {
+                    return In{noncontig({3, 4}), inputs({{}})[0]};
+                  },
+                  [](const In& x) {
                     Tensor cond = gt(inputs({{4, 3}}, 97)[0].detach(), 0.0).t();
                     return where(cond, x[0], x[1]);
                   }});
 
   // sum_to directly (it is differentiable too), and a composite chain
-  rows.push_back({"sum_to/leading-and-ones", [] { return inputs({{2, 3, 4}}); },
-                  [](const In& x) { return sum_to(x[0], {3, 1}); }});
-  rows.push_back({"chain/exp-log-div", [] { return In{inputs({{3, 4}})[0], inputs({{4}}, 8)[0], positive({3, 1})}; },
+  rows.push_back({"sum_to/leading-and-ones",
+                  [] {
+                    return inputs({{2, 3, 4}});
+                  },
+                  [](const In& x) {
+                    return sum_to(x[0], {3, 1});
+                  }});
+  rows.push_back({"chain/exp-log-div",
+                  [] {
+                    return In{inputs({{3, 4}})[0], inputs({{4}}, 8)[0], positive({3, 1})};
+                  },
                   [](const In& x) { return log(exp(x[0] * x[1] + 1.0)) / x[2]; }});
   return rows;
 }

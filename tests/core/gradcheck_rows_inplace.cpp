@@ -15,13 +15,19 @@ std::vector<GradcheckRow> inplace_rows() {
   for (const InplaceViewCase& c : inplace_view_cases())
     rows.push_back({"inplace/" + c.name, [s = c.shapes] { return inputs(s); }, c.fn});
   const std::vector<GradcheckRow> more = {
-      {"inplace/noncontig-leaf-select-add", [] { return std::vector<Tensor>{noncontig({3, 4}), inputs({{3}})[0]}; },
+      {"inplace/noncontig-leaf-select-add",
+       [] {
+         return std::vector<Tensor>{noncontig({3, 4}), inputs({{3}})[0]};
+       },
        [](V x) {
-         Tensor y = x[0] * 1.0;        // non-contiguous like its leaf: a (3, 4) with strides (1, 3)
+         Tensor y = x[0] * 1.0;  // non-contiguous like its leaf: a (3, 4) with strides (1, 3)
          y.select(1, 2).add_(x[1], 3.0);
          return y.exp();
        }},
-      {"inplace/two-writes-same-view", [] { return inputs({{4, 3}, {2, 3}}); },
+      {"inplace/two-writes-same-view",
+       [] {
+         return inputs({{4, 3}, {2, 3}});
+       },
        [](V x) {
          Tensor y = x[0] * x[0];  // (mul saves its inputs, not y: y may be written)
          Tensor v = y.slice(0, 1, 3);
@@ -30,13 +36,19 @@ std::vector<GradcheckRow> inplace_rows() {
          v.clamp_(-0.8, 0.8);
          return y * x[0];
        }},
-      {"inplace/view-written-then-base-used-by-matmul", [] { return inputs({{3, 3}, {3, 2}}); },
+      {"inplace/view-written-then-base-used-by-matmul",
+       [] {
+         return inputs({{3, 3}, {3, 2}});
+       },
        [](V x) {
          Tensor y = x[0].clone();
          y.t()[0].copy_(x[1].select(1, 0) * x[1].select(1, 1));  // a column of y
          return matmul(y, x[1]);
        }},
-      {"inplace/base-written-views-both-used", [] { return inputs({{2, 6}}); },
+      {"inplace/base-written-views-both-used",
+       [] {
+         return inputs({{2, 6}});
+       },
        [](V x) {
          Tensor y = x[0] * x[0];
          Tensor a = y.view({3, 4}), b = y.slice(1, 2, 5);

@@ -39,18 +39,18 @@
 namespace xgrad::testing {
 
 struct GradcheckRow {
-  std::string name;                               // "softmax/dim-1/noncontig" (any chars)
+  std::string name;  // "softmax/dim-1/noncontig" (any chars)
   std::function<std::vector<Tensor>()> make_inputs;
   GradcheckFn fn;
   double atol = 1e-6;
   double rtol = 1e-4;
-  bool strided_inputs = true;    // see above: false only with a reason
+  bool strided_inputs = true;  // see above: false only with a reason
   bool broadcast_inputs = true;
 };
 
 // One way to lay out a row's inputs: the leaves gradcheck perturbs and the fn that reads them.
 struct InputLayout {
-  std::string name;              // "as made", "strided", "broadcast"
+  std::string name;  // "as made", "strided", "broadcast"
   std::vector<Tensor> inputs;
   GradcheckFn fn;
 };

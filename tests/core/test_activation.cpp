@@ -15,8 +15,8 @@ namespace xgrad::testing::act_nn {
 // Runs one fixture case: inputs name.in<i>, output name.out, upstream gradient name.dout
 // (absent for scalar outputs) and input gradients name.grad<i>.
 void check_fixture_case(const Fixture& fx, const std::string& name, int n_inputs,
-                               const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                               double rtol = 1e-5, double atol = 1e-6) {
+                        const std::function<Tensor(const std::vector<Tensor>&)>& fn, double rtol = 1e-5,
+                        double atol = 1e-6) {
   SCOPED_TRACE(name);
   std::vector<Tensor> in;
   for (int i = 0; i < n_inputs; ++i) {
@@ -59,11 +59,12 @@ TEST(Softmax, MatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
   check_fixture_case(fx, "softmax_last", 1, [](const V& x) { return softmax(x[0], -1); });
   check_fixture_case(fx, "softmax_mid", 1, [](const V& x) { return softmax(x[0], 1); });
-  check_fixture_case(fx, "softmax_dim0_f64", 1, [](const V& x) { return softmax(x[0], 0); }, 1e-12, 1e-14);
+  check_fixture_case(
+      fx, "softmax_dim0_f64", 1, [](const V& x) { return softmax(x[0], 0); }, 1e-12, 1e-14);
   check_fixture_case(fx, "softmax_long", 1, [](const V& x) { return x[0].softmax(-1); });
   check_fixture_case(fx, "log_softmax_last", 1, [](const V& x) { return log_softmax(x[0], -1); });
-  check_fixture_case(fx, "log_softmax_mid_f64", 1, [](const V& x) { return x[0].log_softmax(1); },
-                     1e-12, 1e-14);
+  check_fixture_case(
+      fx, "log_softmax_mid_f64", 1, [](const V& x) { return x[0].log_softmax(1); }, 1e-12, 1e-14);
 }
 
 TEST(Softmax, MaskedRowsGiveExactZerosAndOnes) {
@@ -147,8 +148,10 @@ TEST(Activations, MatchTorch) {
   check_fixture_case(fx, "sigmoid", 1, [](const V& x) { return sigmoid(x[0]); });
   check_fixture_case(fx, "gelu_none", 1, [](const V& x) { return gelu(x[0]); });
   check_fixture_case(fx, "gelu_tanh", 1, [](const V& x) { return gelu(x[0], "tanh"); });
-  check_fixture_case(fx, "gelu_none_f64", 1, [](const V& x) { return gelu(x[0], "none"); }, 1e-12, 1e-14);
-  check_fixture_case(fx, "gelu_tanh_f64", 1, [](const V& x) { return gelu(x[0], "tanh"); }, 1e-12, 1e-14);
+  check_fixture_case(
+      fx, "gelu_none_f64", 1, [](const V& x) { return gelu(x[0], "none"); }, 1e-12, 1e-14);
+  check_fixture_case(
+      fx, "gelu_tanh_f64", 1, [](const V& x) { return gelu(x[0], "tanh"); }, 1e-12, 1e-14);
   check_fixture_case(fx, "gelu_tanh_long", 1, [](const V& x) { return gelu(x[0], "tanh"); });
 }
 

@@ -70,27 +70,46 @@ INSTANTIATE_TEST_SUITE_P(
     Api, OpVsTorch,
     ::testing::Values(
         OpCase{"amax_m1", {"x"}, [](V x) { return Outs{x[0].amax(-1)}; }, "AmaxBackward0"},
-        OpCase{"amin_01", {"x"}, [](V x) { return Outs{x[0].amin({0, 1})}; }, "AminBackward0"},
+        OpCase{"amin_01",
+               {"x"},
+               [](V x) {
+                 return Outs{x[0].amin({0, 1})};
+               },
+               "AminBackward0"},
         OpCase{"amin_m1_keep", {"x"}, [](V x) { return Outs{amin(x[0], -1, true)}; }, "AminBackward0"},
         OpCase{"amin_all", {"x"}, [](V x) { return Outs{amin(x[0])}; }, "AminBackward0"},
         OpCase{"max_m1", {"x"}, [](V x) { return vi(x[0].max(-1)); }, "MaxBackward0"},
         OpCase{"min_0_keep", {"x"}, [](V x) { return vi(x[0].min(0, true)); }, "MinBackward0"},
         OpCase{"topk_3", {"x"}, [](V x) { return vi(x[0].topk(3)); }, "TopkBackward0"},
-        OpCase{"topk_2_dim0_smallest", {"x"}, [](V x) { return vi(topk(x[0], 2, 0, false)); }, "TopkBackward0"},
+        OpCase{
+            "topk_2_dim0_smallest", {"x"}, [](V x) { return vi(topk(x[0], 2, 0, false)); }, "TopkBackward0"},
         OpCase{"topk_noncontig", {"x"}, [](V x) { return vi(x[0].t().topk(2, -1)); }, "TopkBackward0"},
         OpCase{"gather_1", {"x", "i"}, [](V x) { return Outs{x[0].gather(1, x[1])}; }, "GatherBackward0"},
         OpCase{"gather_0", {"x", "i"}, [](V x) { return Outs{gather(x[0], 0, x[1])}; }, "GatherBackward0"},
-        OpCase{"scatter_add_0", {"x", "i", "s"}, [](V x) { return Outs{x[0].scatter_add(0, x[1], x[2])}; },
+        OpCase{"scatter_add_0",
+               {"x", "i", "s"},
+               [](V x) { return Outs{x[0].scatter_add(0, x[1], x[2])}; },
                "ScatterAddBackward0"},
-        OpCase{"scatter_add_1", {"x", "i", "s"}, [](V x) { return Outs{scatter_add(x[0], 1, x[1], x[2])}; },
+        OpCase{"scatter_add_1",
+               {"x", "i", "s"},
+               [](V x) { return Outs{scatter_add(x[0], 1, x[1], x[2])}; },
                "ScatterAddBackward0"},
-        OpCase{"masked_select_bmask", {"x", "m"}, [](V x) { return Outs{x[0].masked_select(x[1])}; },
+        OpCase{"masked_select_bmask",
+               {"x", "m"},
+               [](V x) { return Outs{x[0].masked_select(x[1])}; },
                "MaskedSelectBackward0"},
-        OpCase{"masked_select_bself", {"x", "m"}, [](V x) { return Outs{masked_select(x[0], x[1])}; },
+        OpCase{"masked_select_bself",
+               {"x", "m"},
+               [](V x) { return Outs{masked_select(x[0], x[1])}; },
                "MaskedSelectBackward0"},
         OpCase{"roll_flat", {"x"}, [](V x) { return Outs{x[0].roll(5)}; }, "RollBackward0"},
         OpCase{"roll_0", {"x"}, [](V x) { return Outs{x[0].roll(-1, 0)}; }, "RollBackward0"},
-        OpCase{"roll_two", {"x"}, [](V x) { return Outs{roll(x[0], {1, -6}, {0, 1})}; }, "RollBackward0"},
+        OpCase{"roll_two",
+               {"x"},
+               [](V x) {
+                 return Outs{roll(x[0], {1, -6}, {0, 1})};
+               },
+               "RollBackward0"},
         OpCase{"roll_noncontig", {"x"}, [](V x) { return Outs{x[0].t().roll(2, -1)}; }, "RollBackward0"},
         OpCase{"tril_", {"x"}, [](V x) { return Outs{x[0].clone().tril_(-1)}; }, "TrilBackward0"},
         OpCase{"triu_", {"x"}, [](V x) { return Outs{(x[0] * 2.0).triu_(1)}; }, "TriuBackward0"},
@@ -98,35 +117,57 @@ INSTANTIATE_TEST_SUITE_P(
         OpCase{"norm_all", {"x"}, [](V x) { return Outs{x[0].norm()}; }, "NormBackward1"},
         OpCase{"norm_2_1", {"x"}, [](V x) { return Outs{x[0].norm(2, 1)}; }, "NormBackward1"},
         OpCase{"norm_1_m1_keep", {"x"}, [](V x) { return Outs{x[0].norm(1, -1, true)}; }, "NormBackward1"},
-        OpCase{"norm_3_dims", {"x"}, [](V x) { return Outs{norm(x[0], 3, {0, 2})}; }, "NormBackward1"},
+        OpCase{"norm_3_dims",
+               {"x"},
+               [](V x) {
+                 return Outs{norm(x[0], 3, {0, 2})};
+               },
+               "NormBackward1"},
         OpCase{"norm_inf_1", {"x"}, [](V x) { return Outs{x[0].norm(INFINITY, 1)}; }, "NormBackward1"},
         OpCase{"norm_zero_row", {"x"}, [](V x) { return Outs{x[0].norm(2, 1)}; }, "NormBackward1"},
-        OpCase{"where_method", {"x", "y", "c"}, [](V x) { return Outs{x[0].where(x[2], x[1])}; }, "WhereBackward0"},
-        OpCase{"where_scalar", {"x", "c"},
+        OpCase{"where_method",
+               {"x", "y", "c"},
+               [](V x) { return Outs{x[0].where(x[2], x[1])}; },
+               "WhereBackward0"},
+        OpCase{"where_scalar",
+               {"x", "c"},
                [](V x) { return Outs{where(x[1], x[0], 0.5) + where(x[1], -1.5, x[0]) * 2.0}; },
                "AddBackward0"},
         // xgrad's pieces are narrow() views: SliceBackward0 where torch names SplitBackward0
         OpCase{"split_sizes", {"x"}, [](V x) { return Outs{x[0].split({2, 3}, 1)[1]}; }, "SliceBackward0"},
         OpCase{"chunk_m1", {"x"}, [](V x) { return Outs{x[0].chunk(2, -1)[0]}; }, "SliceBackward0"},
         // index_put_ / x[i, j] = v
-        OpCase{"index_put_acc", {"x", "i", "v"},
-               [](V x) { return Outs{x[0].clone().index_put_({x[1]}, x[2], true)}; }, "IndexPutBackward0"},
-        OpCase{"index_put_bcast", {"x", "i", "j", "v"},
-               [](V x) { return Outs{x[0].clone().index_put_({x[1], x[2]}, x[3])}; }, "IndexPutBackward0"},
-        OpCase{"index_put_neg", {"x", "i", "v"},
-               [](V x) { return Outs{index_put(x[0] * 1.0, {x[1]}, x[2])}; }, "IndexPutBackward0"},
+        OpCase{"index_put_acc",
+               {"x", "i", "v"},
+               [](V x) { return Outs{x[0].clone().index_put_({x[1]}, x[2], true)}; },
+               "IndexPutBackward0"},
+        OpCase{"index_put_bcast",
+               {"x", "i", "j", "v"},
+               [](V x) { return Outs{x[0].clone().index_put_({x[1], x[2]}, x[3])}; },
+               "IndexPutBackward0"},
+        OpCase{"index_put_neg",
+               {"x", "i", "v"},
+               [](V x) { return Outs{index_put(x[0] * 1.0, {x[1]}, x[2])}; },
+               "IndexPutBackward0"},
         // einsum
         OpCase{"einsum_qk", {"q", "k"}, [](V x) { return Outs{einsum("bhqd,bhkd->bhqk", x[0], x[1])}; }, ""},
         OpCase{"einsum_wv", {"a", "v"}, [](V x) { return Outs{einsum("bhqk,bhkd->bhqd", x[0], x[1])}; }, ""},
         OpCase{"einsum_mm", {"a", "b"}, [](V x) { return Outs{einsum("ij,jk->ik", x[0], x[1])}; }, ""},
         OpCase{"einsum_bmm", {"a", "b"}, [](V x) { return Outs{einsum("bij,bjk->bik", x[0], x[1])}; }, ""},
         OpCase{"einsum_outer", {"a", "b"}, [](V x) { return Outs{einsum("i,j->ij", x[0], x[1])}; }, ""},
-        OpCase{"einsum_implicit", {"a", "b"},
-               [](V x) { return Outs{einsum("ji,kj", x[0].t().contiguous(), x[1].t().contiguous())}; }, ""},
+        OpCase{"einsum_implicit",
+               {"a", "b"},
+               [](V x) { return Outs{einsum("ji,kj", x[0].t().contiguous(), x[1].t().contiguous())}; },
+               ""},
         OpCase{"einsum_transpose_sum", {"a"}, [](V x) { return Outs{einsum("bij->jb", {x[0]})}; }, ""},
-        OpCase{"einsum_chain3", {"a", "b", "c"},
-               [](V x) { return Outs{einsum("ij,jk,kl->il", x[0], x[1], x[2])}; }, ""},
-        OpCase{"einsum_heads_out", {"x", "p"}, [](V x) { return Outs{einsum("bthd,hde->bte", x[0], x[1])}; }, ""}),
+        OpCase{"einsum_chain3",
+               {"a", "b", "c"},
+               [](V x) { return Outs{einsum("ij,jk,kl->il", x[0], x[1], x[2])}; },
+               ""},
+        OpCase{"einsum_heads_out",
+               {"x", "p"},
+               [](V x) { return Outs{einsum("bthd,hde->bte", x[0], x[1])}; },
+               ""}),
     [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
 
 TEST(ApiOps, ArgminAndArgmaxMethods) {
@@ -211,13 +252,31 @@ TEST(ApiOpsErrors, NameTheOpAndTheShapes) {
   expect_error([] { zeros({2, 3}).gather(1, tensor({{0, 3}})); }, {"gather", "index 3", "size 3", "[2, 3]"});
   expect_error([] { zeros({2, 3}).gather(1, tensor({0, 1})); }, {"gather", "[2]", "as many dims", "[2, 3]"});
   expect_error([] { zeros({2, 3}).gather(0, tensor({{0.5, 1.0}})); }, {"gather", "int64", "float32"});
-  expect_error([] { zeros({2, 3}).gather(1, tensor({{0}, {1}, {0}})); }, {"gather", "[3, 1]", "larger", "[2, 3]"});
-  expect_error([] { zeros({2, 3}).scatter_add(1, tensor({{0, 1}}), zeros({1, 1})); },
-               {"scatter_add", "[1, 2]", "src", "[1, 1]"});
-  expect_error([] { zeros({2, 3}).scatter_add(0, tensor({{0, 1}}), zeros({1, 2}, kFloat64)); },
-               {"scatter_add", "float64", "[1, 2]", "float32", "[2, 3]"});
-  expect_error([] { zeros({2, 3}).masked_select(tensor({1, 0, 1})); }, {"masked_select", "bool", "int64", "[2, 3]"});
-  expect_error([] { zeros({2, 3}).masked_select(tensor({true, false})); }, {"masked_select", "[2, 3]", "[2]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).gather(1, tensor({{0}, {1}, {0}}));
+      },
+      {"gather", "[3, 1]", "larger", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).scatter_add(1, tensor({{0, 1}}), zeros({1, 1}));
+      },
+      {"scatter_add", "[1, 2]", "src", "[1, 1]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).scatter_add(0, tensor({{0, 1}}), zeros({1, 2}, kFloat64));
+      },
+      {"scatter_add", "float64", "[1, 2]", "float32", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).masked_select(tensor({1, 0, 1}));
+      },
+      {"masked_select", "bool", "int64", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).masked_select(tensor({true, false}));
+      },
+      {"masked_select", "[2, 3]", "[2]"});
   expect_error([] { zeros({2, 3}).roll({1, 2}, {0}); }, {"roll", "[1, 2]", "[0]", "same length", "[2, 3]"});
   expect_error([] { zeros({2, 3}).roll(1, 2); }, {"roll", "dimension 2", "[2, 3]"});
   expect_error([] { zeros({3}).triu_(); }, {"triu_", "at least 2", "[3]"});
@@ -226,35 +285,63 @@ TEST(ApiOpsErrors, NameTheOpAndTheShapes) {
   expect_error([] { tensor({1, 2}).norm(); }, {"norm", "int64", "[2]"});
   expect_error([] { zeros({2, 3}).norm(0.0); }, {"norm", "p must be positive", "[2, 3]"});
   expect_error([] { zeros({2, 3}).norm(2, 2); }, {"norm", "dimension 2", "[2, 3]"});
-  expect_error([] { outer(zeros({2}), zeros({3}, kFloat64)); }, {"outer", "float32", "[2]", "float64", "[3]"});
+  expect_error([] { outer(zeros({2}), zeros({3}, kFloat64)); },
+               {"outer", "float32", "[2]", "float64", "[3]"});
   Tensor leaf = zeros({3, 3}).requires_grad_();
   expect_error([&] { leaf.tril_(); }, {"tril_", "leaf"});
   // index_put_
-  expect_error([] { zeros({2, 3}).index_put_({tensor({2})}, zeros({3})); },
-               {"index_put_", "index 2", "dim 0", "size 2", "[2, 3]"});
-  expect_error([] { zeros({2, 3}).index_put_({tensor({0, 1}), tensor({0, 1, 2})}, zeros({})); },
-               {"index_put_", "[2]", "[3]"});
-  expect_error([] { zeros({2, 3}).index_put_({tensor({0})}, zeros({2})); },
-               {"index_put_", "values", "[2]", "[1, 3]"});
-  expect_error([] { zeros({2, 3}).index_put_({tensor({0})}, zeros({3}, kFloat64)); },
-               {"index_put_", "float64", "float32", "[2, 3]"});
-  expect_error([] { zeros({2, 3}).index_put_({tensor({true, false})}, zeros({3})); },
-               {"index_put_", "int64", "bool", "masked_fill_"});
-  expect_error([] { zeros({2}).index_put_({tensor({0}), tensor({0})}, zeros({})); },
-               {"index_put_", "2 index tensors", "[2]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).index_put_({tensor({2})}, zeros({3}));
+      },
+      {"index_put_", "index 2", "dim 0", "size 2", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).index_put_({tensor({0, 1}), tensor({0, 1, 2})}, zeros({}));
+      },
+      {"index_put_", "[2]", "[3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).index_put_({tensor({0})}, zeros({2}));
+      },
+      {"index_put_", "values", "[2]", "[1, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).index_put_({tensor({0})}, zeros({3}, kFloat64));
+      },
+      {"index_put_", "float64", "float32", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({2, 3}).index_put_({tensor({true, false})}, zeros({3}));
+      },
+      {"index_put_", "int64", "bool", "masked_fill_"});
+  expect_error(
+      [] {
+        zeros({2}).index_put_({tensor({0}), tensor({0})}, zeros({}));
+      },
+      {"index_put_", "2 index tensors", "[2]"});
   expect_error([&] { leaf.index_put_({tensor({0})}, zeros({3})); }, {"index_put_", "leaf"});
-  expect_error([] { zeros({1, 3}).expand({2, 3}).index_put_({tensor({0})}, zeros({3})); },
-               {"index_put_", "[2, 3]"});
+  expect_error(
+      [] {
+        zeros({1, 3}).expand({2, 3}).index_put_({tensor({0})}, zeros({3}));
+      },
+      {"index_put_", "[2, 3]"});
   // einsum
-  expect_error([] { einsum("ij,jk->ik", zeros({2, 3}), zeros({4, 5})); },
-               {"einsum", "'j'", "3", "4", "[4, 5]"});
+  expect_error(
+      [] {
+        einsum("ij,jk->ik", zeros({2, 3}), zeros({4, 5}));
+      },
+      {"einsum", "'j'", "3", "4", "[4, 5]"});
   expect_error([] { einsum("ij,jk->ik", zeros({2, 3})); }, {"einsum", "2 operand", "1 tensor"});
   expect_error([] { einsum("ijk,jk->i", zeros({2, 3}), zeros({3, 4})); }, {"einsum", "\"ijk\"", "[2, 3]"});
   expect_error([] { einsum("ii->i", zeros({3, 3})); }, {"einsum", "'i'", "repeats", "diagonal"});
   expect_error([] { einsum("...ij,jk->...ik", zeros({2, 3}), zeros({3, 4})); }, {"einsum", "ellipsis"});
   expect_error([] { einsum("ij,jk->iz", zeros({2, 3}), zeros({3, 4})); }, {"einsum", "'z'", "no operand"});
-  expect_error([] { einsum("ij,jk->ik", zeros({2, 3}), zeros({3, 4}, kFloat64)); },
-               {"einsum", "float32", "float64", "[3, 4]"});
+  expect_error(
+      [] {
+        einsum("ij,jk->ik", zeros({2, 3}), zeros({3, 4}, kFloat64));
+      },
+      {"einsum", "float32", "float64", "[3, 4]"});
 }
 
 TEST(ApiOps, IndexPutRepeatsAndViews) {

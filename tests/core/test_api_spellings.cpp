@@ -31,7 +31,8 @@ static_assert(!std::is_convertible_v<bool, Dims> && !std::is_convertible_v<doubl
 // COMPILES(e): does expression e compile, with x and y Tensors, v a std::vector<Tensor>, i an
 // int64 index tensor and f a double in scope (a requires-expression: false instead of an
 // error; f's type is spelled through T so that expressions using only f are checked too).
-template <class T> using Double = std::conditional_t<sizeof(T) != 0, double, T>;
+template <class T>
+using Double = std::conditional_t<sizeof(T) != 0, double, T>;
 #define COMPILES(...) (requires(T x, T y, T i, std::vector<T> v, Double<T> f) { __VA_ARGS__; })
 
 template <class T>
@@ -45,7 +46,8 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(!COMPILES(x.var(true, true)) && !COMPILES(xgrad::std(x, 1, 1)) && !COMPILES(x.std(2.0)));
   // -- sum / mean: keepdim takes a bool only (torch rejects x.sum(0, 1))
   static_assert(COMPILES(x.sum(-1)) && COMPILES(x.sum(-1, true)) && COMPILES(x.mean(-1, true)));
-  static_assert(COMPILES(sum(x, 1)) && COMPILES(sum(x, {0, 1})) && COMPILES(sum(x, {})) && COMPILES(x.mean({-1})));
+  static_assert(COMPILES(sum(x, 1)) && COMPILES(sum(x, {0, 1})) && COMPILES(sum(x, {})) &&
+                COMPILES(x.mean({-1})));
   static_assert(!COMPILES(x.sum(0, 1)) && !COMPILES(x.mean(-1, 1)) && !COMPILES(x.sum(true)));
   static_assert(!COMPILES(x.sum(1.0)) && !COMPILES(sum(x, 1, 1)) && !COMPILES(mean(x, 0.5)));
   // -- max / min: an int dim gives (values, indices); a tensor is torch.max(x, y) = maximum
@@ -59,7 +61,8 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(!COMPILES(x.amax(-1, 1)) && !COMPILES(amin(x, 1.5)));
   static_assert(COMPILES(x.argmax(-1)) && COMPILES(x.argmax()) && COMPILES(argmin(x, 0, true)));
   static_assert(!COMPILES(x.argmax(true)) && !COMPILES(x.argmax(1.0)) && !COMPILES(argmax(x, 1, 1)));
-  static_assert(COMPILES({ x.topk(2) } -> std::same_as<ValuesIndices>) && COMPILES(topk(x, 2, 1, false, true)));
+  static_assert(COMPILES({ x.topk(2) } -> std::same_as<ValuesIndices>) &&
+                COMPILES(topk(x, 2, 1, false, true)));
   static_assert(!COMPILES(x.topk(2, 1, 1)) && !COMPILES(x.topk(2.0)) && !COMPILES(x.topk(2, true)));
   // -- softmax, cat, stack, split, chunk, index_select, gather: dims are ints only
   static_assert(COMPILES(x.softmax(-1)) && COMPILES(log_softmax(x, 0)));
@@ -71,7 +74,8 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(COMPILES(x.chunk(2, -1)) && !COMPILES(chunk(x, 2.5)) && !COMPILES(x.chunk(true)));
   static_assert(COMPILES(x.index_select(0, i)) && !COMPILES(x.index_select(true, i)));
   static_assert(COMPILES(x.gather(1, i)) && COMPILES(x.scatter_add(0, i, y)) && !COMPILES(x.gather(1.0, i)));
-  static_assert(COMPILES(triu(x, -1)) && COMPILES(x.tril_(1)) && !COMPILES(triu(x, true)) && !COMPILES(x.tril_(0.5)));
+  static_assert(COMPILES(triu(x, -1)) && COMPILES(x.tril_(1)) && !COMPILES(triu(x, true)) &&
+                !COMPILES(x.tril_(0.5)));
   static_assert(COMPILES(x.roll(1)) && COMPILES(x.roll(1, 0)) && COMPILES(roll(x, {1, 2}, {0, 1})));
   static_assert(!COMPILES(x.roll(1.0)) && !COMPILES(x.roll(1, true)));
   static_assert(COMPILES(x.norm(2, 1)) && COMPILES(norm(x)) && COMPILES(x.norm(1, -1, true)));  // p, dim
@@ -80,14 +84,17 @@ constexpr bool spellings_mean_torch_or_fail() {
   //    x[True] adds a dim, C++ would have read x[1])
   static_assert(COMPILES(x.view(-1)) && COMPILES(x.view(2, 3, 4, 5)) && COMPILES(x.view({2, -1})));
   static_assert(COMPILES(x.reshape(3, -1)) && COMPILES(x.permute(2, 0, 1)) && COMPILES(x.expand(2, -1)));
-  static_assert(COMPILES(x.transpose(-2, -1)) && COMPILES(x.flatten(0, 1)) && COMPILES(x[0]) && COMPILES(x.permute({1, 0})));
+  static_assert(COMPILES(x.transpose(-2, -1)) && COMPILES(x.flatten(0, 1)) && COMPILES(x[0]) &&
+                COMPILES(x.permute({1, 0})));
   static_assert(!COMPILES(x.view(2.0, 3)) && !COMPILES(x.view(true)) && !COMPILES(x.permute(true, 0)));
   static_assert(!COMPILES(x[true]) && !COMPILES(x[1.0]) && !COMPILES(x.transpose(true, 0)));
-  static_assert(!COMPILES(x.transpose(0.0, 1)) && !COMPILES(x.select(0, 1.5)) && !COMPILES(x.unsqueeze(true)));
+  static_assert(!COMPILES(x.transpose(0.0, 1)) && !COMPILES(x.select(0, 1.5)) &&
+                !COMPILES(x.unsqueeze(true)));
   static_assert(!COMPILES(x.squeeze(1.0)) && !COMPILES(x.flatten(0.0)) && !COMPILES(x.narrow(0, 1.0, 2)));
   static_assert(!COMPILES(x.size(true)) && !COMPILES(x.slice(1, 0.5, 2)));
   // -- scalars: an int is a value wherever torch takes a number
-  static_assert(COMPILES(clamp(x, 0, 1)) && COMPILES(x.clamp(0)) && COMPILES(x.pow(2)) && COMPILES(pow(x, 2)));
+  static_assert(COMPILES(clamp(x, 0, 1)) && COMPILES(x.clamp(0)) && COMPILES(x.pow(2)) &&
+                COMPILES(pow(x, 2)));
   static_assert(COMPILES(where(y, x, 0.0)) && COMPILES(where(y, 1, x)) && COMPILES(x.where(y, x)));
   // -- creation and nn functions: counts and indices are ints, flags bools
   static_assert(COMPILES(full({2}, 1)) && COMPILES(arange(0, 1, 0.25)) && COMPILES(linspace(0, 1, 5)));
@@ -96,7 +103,8 @@ constexpr bool spellings_mean_torch_or_fail() {
   static_assert(COMPILES(dropout(x, 0.5, false)) && !COMPILES(dropout(x, 0.5, 0)));
   // torch's third positional argument is `weight`, so the keywords are an options struct
   static_assert(COMPILES(cross_entropy(x, i, {.ignore_index = -1})) && !COMPILES(cross_entropy(x, i, -1)));
-  static_assert(!COMPILES(cross_entropy(x, i, {.ignore_index = true})) && !COMPILES(cross_entropy(x, i, 1.0)));
+  static_assert(!COMPILES(cross_entropy(x, i, {.ignore_index = true})) &&
+                !COMPILES(cross_entropy(x, i, 1.0)));
   static_assert(COMPILES(scaled_dot_product_attention(x, x, x, 0.0, true)));
   static_assert(!COMPILES(scaled_dot_product_attention(x, x, x, 0.0, 1)));
   // -- no overload takes a plain bool or int64_t where these take Flag/Int/Dims: one would
@@ -144,21 +152,24 @@ TEST_P(IntDimVsTorch, ValuesAndGradients) {
 
 INSTANTIATE_TEST_SUITE_P(
     Api, IntDimVsTorch,
-    ::testing::Values(
-        IntDimCase{"var_m1", [](const Tensor& x) { return x.var(-1); }},
-        IntDimCase{"var_0", [](const Tensor& x) { return x.var(0); }},
-        IntDimCase{"var_fn1", [](const Tensor& x) { return var(x, 1); }},
-        IntDimCase{"var_1_biased_keep", [](const Tensor& x) { return x.var(1, false, true); }},
-        IntDimCase{"var_true", [](const Tensor& x) { return x.var(true); }},
-        IntDimCase{"var_false", [](const Tensor& x) { return var(x, false); }},
-        IntDimCase{"std_m1", [](const Tensor& x) { return x.std(-1); }},
-        IntDimCase{"std_0_biased_keep", [](const Tensor& x) { return xgrad::std(x, 0, false, true); }},
-        IntDimCase{"std_dims", [](const Tensor& x) { return x.std({0, 2}); }},
-        IntDimCase{"std_all", [](const Tensor& x) { return x.std(); }},
-        IntDimCase{"std_all_biased", [](const Tensor& x) { return x.std(false); }},
-        IntDimCase{"std_const", [](const Tensor& x) { return x.std(1); }},
-        IntDimCase{"sum_m1", [](const Tensor& x) { return x.sum(-1); }},
-        IntDimCase{"mean_m1_keep", [](const Tensor& x) { return x.mean(-1, true); }}),
+    ::testing::Values(IntDimCase{"var_m1", [](const Tensor& x) { return x.var(-1); }},
+                      IntDimCase{"var_0", [](const Tensor& x) { return x.var(0); }},
+                      IntDimCase{"var_fn1", [](const Tensor& x) { return var(x, 1); }},
+                      IntDimCase{"var_1_biased_keep", [](const Tensor& x) { return x.var(1, false, true); }},
+                      IntDimCase{"var_true", [](const Tensor& x) { return x.var(true); }},
+                      IntDimCase{"var_false", [](const Tensor& x) { return var(x, false); }},
+                      IntDimCase{"std_m1", [](const Tensor& x) { return x.std(-1); }},
+                      IntDimCase{"std_0_biased_keep",
+                                 [](const Tensor& x) { return xgrad::std(x, 0, false, true); }},
+                      IntDimCase{"std_dims",
+                                 [](const Tensor& x) {
+                                   return x.std({0, 2});
+                                 }},
+                      IntDimCase{"std_all", [](const Tensor& x) { return x.std(); }},
+                      IntDimCase{"std_all_biased", [](const Tensor& x) { return x.std(false); }},
+                      IntDimCase{"std_const", [](const Tensor& x) { return x.std(1); }},
+                      IntDimCase{"sum_m1", [](const Tensor& x) { return x.sum(-1); }},
+                      IntDimCase{"mean_m1_keep", [](const Tensor& x) { return x.mean(-1, true); }}),
     [](const ::testing::TestParamInfo<IntDimCase>& info) { return std::string(info.param.name); });
 
 TEST(ApiSpellings, VarOverAnIntDimIsPerRowNotOverEverything) {

@@ -16,14 +16,14 @@ namespace xgrad::testing {
 namespace {
 
 // The chain nn::MultiHeadAttention used to run, for any L, S (causal: key j > query i masked).
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double p,
-                          bool causal, Generator* gen) {
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double p, bool causal,
+                          Generator* gen) {
   const int64_t L = q.size(-2), S = k.size(-2);
-  Tensor scores = matmul(q, k.transpose(-2, -1));                        // (..., L, S)
+  Tensor scores = matmul(q, k.transpose(-2, -1));  // (..., L, S)
   if (causal) scores = masked_fill(scores, triu(ones({L, S}), 1).to(kBool), -INFINITY);
   Tensor w = softmax(scores * (1.0 / std::sqrt(double(q.size(-1)))), -1);
   w = dropout(w, p, true, gen);
-  return matmul(w, v);                                                   // (..., L, Ev)
+  return matmul(w, v);  // (..., L, Ev)
 }
 
 struct Case {
@@ -33,11 +33,10 @@ struct Case {
 };
 
 // Runs both with the same seed and upstream gradient; compares out and q/k/v grads.
-void expect_equivalent(const Case& c, DType dt, double p, double rtol, double atol,
-                       int64_t block = 64) {
+void expect_equivalent(const Case& c, DType dt, double p, double rtol, double atol, int64_t block = 64) {
   SCOPED_TRACE(::testing::Message() << "q " << shape_str(c.q) << " k " << shape_str(c.k) << " v "
-                                    << shape_str(c.v) << " causal " << c.causal << " "
-                                    << dtype_name(dt) << " p " << p << " block " << block);
+                                    << shape_str(c.v) << " causal " << c.causal << " " << dtype_name(dt)
+                                    << " p " << p << " block " << block);
   Generator init(2024);
   auto leaf = [&](const Shape& s) {
     Shape st = s;
@@ -51,8 +50,8 @@ void expect_equivalent(const Case& c, DType dt, double p, double rtol, double at
   Tensor g = randn(out_shape, &init, dt);
 
   Generator g1(77), g2(77);
-  Tensor fused = detail::scaled_dot_product_attention_blocked(view(q), view(k), view(v), p,
-                                                              c.causal, std::nullopt, &g1, block);
+  Tensor fused = detail::scaled_dot_product_attention_blocked(view(q), view(k), view(v), p, c.causal,
+                                                              std::nullopt, &g1, block);
   fused.backward(g);
   Tensor dq = q.grad(), dk = k.grad(), dv = v.grad();
   q.set_grad(Tensor());
@@ -148,7 +147,7 @@ TEST(ScaledDotProductAttention, NoGradModeAndDefaultScale) {
 TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
   Generator init(6);
   Tensor x = randn({2, 7, 3, 4}, &init).requires_grad_();  // (B, T, H, D)
-  Tensor qkv = x.transpose(1, 2);                           // (B, H, T, D)
+  Tensor qkv = x.transpose(1, 2);                          // (B, H, T, D)
   Tensor out = scaled_dot_product_attention(qkv, qkv, qkv, 0.0, true);
   EXPECT_EQ(out.shape(), (Shape{2, 3, 7, 4}));
   EXPECT_FALSE(out.is_contiguous());
@@ -163,18 +162,17 @@ TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
   Tensor xq = randn({2, 7, 3, 4}, &init).requires_grad_();
   Tensor qv = xq.transpose(1, 2);
   Shape seen;
-  Tensor probed = record("ProbeBackward", qv.detach(), {qv},
-                         [&seen](const Tensor& dout, Grads& grads) {
-                           seen = dout.strides();
-                           grads.add(0, dout);
-                         });
+  Tensor probed = record("ProbeBackward", qv.detach(), {qv}, [&seen](const Tensor& dout, Grads& grads) {
+    seen = dout.strides();
+    grads.add(0, dout);
+  });
   scaled_dot_product_attention(probed, qkv.detach(), qkv.detach(), 0.0, true)
       .backward(randn({2, 3, 7, 4}, &init));
   EXPECT_EQ(seen, qv.strides());
   EXPECT_TRUE(xq.grad().is_contiguous());
   // 3-D and 2-D inputs give a contiguous result
-  EXPECT_TRUE(scaled_dot_product_attention(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4}))
-                  .is_contiguous());
+  EXPECT_TRUE(
+      scaled_dot_product_attention(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4})).is_contiguous());
 }
 
 TEST(ScaledDotProductAttention, EmptySequences) {
@@ -225,13 +223,15 @@ TEST(ScaledDotProductAttention, ClearErrors) {
   Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 6, 4}), v = randn({2, 3, 6, 2});
   expect_error([&] { scaled_dot_product_attention(q, randn({2, 3, 6, 3}), v); }, "[2, 3, 6, 3]");
   expect_error([&] { scaled_dot_product_attention(q, k, randn({2, 3, 7, 2})); }, "[2, 3, 7, 2]");
-  expect_error([&] { scaled_dot_product_attention(q, randn({2, 4, 6, 4}), randn({2, 4, 6, 2})); },
-               "batch dims");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, randn({2, 4, 6, 4}), randn({2, 4, 6, 2}));
+      },
+      "batch dims");
   expect_error([&] { scaled_dot_product_attention(q, k.view({6, 6, 4}), v); }, "[6, 6, 4]");
   expect_error([&] { scaled_dot_product_attention(randn({4}), randn({4}), randn({4})); }, "[4]");
   expect_error([&] { scaled_dot_product_attention(q, k.to(kFloat64), v); }, "float64");
-  expect_error([&] { scaled_dot_product_attention(q.to(kInt64), k.to(kInt64), v.to(kInt64)); },
-               "int64");
+  expect_error([&] { scaled_dot_product_attention(q.to(kInt64), k.to(kInt64), v.to(kInt64)); }, "int64");
   expect_error([&] { scaled_dot_product_attention(q, k, v, 1.5); }, "1.5");
   expect_error([&] { scaled_dot_product_attention(q, k, v, -0.1); }, "-0.1");
   expect_error([&] { scaled_dot_product_attention(q, k, Tensor()); }, "undefined");

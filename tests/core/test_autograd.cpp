@@ -5,9 +5,9 @@
 // forwards in a loop keep memory flat.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <fstream>
-#include <unistd.h>
 
 #include "xgrad/xgrad.h"
 
@@ -20,7 +20,7 @@ std::vector<double> grad_of(const Tensor& t) { return t.grad().to_vector<double>
 
 TEST(Autograd, ChainRuleThroughADiamond) {
   Tensor x = leaf({1.0, 2.0, 3.0});
-  Tensor a = x * 2.0;       // shared by two consumers
+  Tensor a = x * 2.0;  // shared by two consumers
   Tensor b = x * x;
   Tensor c = (a * b).sum();  // 2x^3 -> 6x^2
   c.backward();
@@ -74,9 +74,7 @@ TEST(Autograd, SecondBackwardNeedsRetainGraph) {
   }
 }
 
-TEST(Autograd, BackwardOnATensorWithoutGradThrows) {
-  EXPECT_THROW(ones({1}).backward(), Error);
-}
+TEST(Autograd, BackwardOnATensorWithoutGradThrows) { EXPECT_THROW(ones({1}).backward(), Error); }
 
 TEST(Autograd, NoGradGuardAndDetachStopRecording) {
   Tensor x = leaf({1.0, 2.0});
@@ -125,8 +123,7 @@ TEST(Autograd, InPlaceOnASavedTensorMakesBackwardThrow) {
     b.sum().backward();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"), std::string::npos) << e.what();
   }
 }
 
@@ -226,7 +223,8 @@ TEST(Autograd, ThousandForwardsKeepMemoryFlat) {
 #ifndef __SANITIZE_ADDRESS__  // ASan's quarantine keeps freed memory resident on purpose
   const long after = resident_kb();
   // each forward allocates ~200 KB; a leak would grow by ~200 MB
-  EXPECT_LT(after - before, 20 * 1024) << "resident memory grew from " << before << " KB to " << after << " KB";
+  EXPECT_LT(after - before, 20 * 1024)
+      << "resident memory grew from " << before << " KB to " << after << " KB";
 #else
   (void)before;
 #endif

@@ -43,9 +43,10 @@ TEST_P(Chains, Chain2UnaryMathAndScalarsMatchTorch) {
   const std::string c = "chain2." + GetParam();
   const double tol = GetParam() == "f64" ? 1e-12 : 1e-5;
   Tensor x = leaf(c + ".x"), y = leaf(c + ".y"), w = leaf(c + ".w");
-  Tensor out = (((x - y).tanh() * (x.abs() + 1.0).sqrt() + (x * x + 1.0).rsqrt() +
-                 x.clamp(-0.5, 0.5) * 2.0 - (y.abs() + 0.5).pow(1.7) + 2.0 / (x.abs() + 1.0) -
-                 x / 3.0 + (1.0 - y) * x.pow(2.0)) * w).sum();
+  Tensor out = (((x - y).tanh() * (x.abs() + 1.0).sqrt() + (x * x + 1.0).rsqrt() + x.clamp(-0.5, 0.5) * 2.0 -
+                 (y.abs() + 0.5).pow(1.7) + 2.0 / (x.abs() + 1.0) - x / 3.0 + (1.0 - y) * x.pow(2.0)) *
+                w)
+                   .sum();
   expect_close(out, fx().get(c + ".out"), tol, tol, "out");
   out.backward();
   expect_close(x.grad(), fx().get(c + ".x.grad"), tol, tol, "x.grad");
@@ -108,15 +109,26 @@ TEST(Elementwise, Int64ArithmeticMatchesTorch) {
 TEST(Elementwise, GradFnNamesMatchTorch) {
   Tensor x = inputs({{3, 4}})[0], y = inputs({{4}})[0];
   Tensor cond = x.detach() > 0.0;
-  const std::vector<std::pair<Tensor, std::string>> cases{
-      {x + y, "AddBackward0"}, {x + 2.0, "AddBackward0"}, {x - y, "SubBackward0"},
-      {2.0 - x, "RsubBackward1"}, {x * y, "MulBackward0"}, {x / y, "DivBackward0"},
-      {2.0 / x, "MulBackward0"}, {-x, "NegBackward0"}, {pow(x, 2.0), "PowBackward0"},
-      {pow(x, y), "PowBackward1"}, {exp(x), "ExpBackward0"}, {log(x), "LogBackward0"},
-      {sqrt(x), "SqrtBackward0"}, {rsqrt(x), "RsqrtBackward0"}, {tanh(x), "TanhBackward0"},
-      {abs(x), "AbsBackward0"}, {clamp(x, 0.0), "ClampBackward1"},
-      {maximum(x, y), "MaximumBackward0"}, {minimum(x, y), "MinimumBackward0"},
-      {where(cond, x, y), "WhereBackward0"}};
+  const std::vector<std::pair<Tensor, std::string>> cases{{x + y, "AddBackward0"},
+                                                          {x + 2.0, "AddBackward0"},
+                                                          {x - y, "SubBackward0"},
+                                                          {2.0 - x, "RsubBackward1"},
+                                                          {x * y, "MulBackward0"},
+                                                          {x / y, "DivBackward0"},
+                                                          {2.0 / x, "MulBackward0"},
+                                                          {-x, "NegBackward0"},
+                                                          {pow(x, 2.0), "PowBackward0"},
+                                                          {pow(x, y), "PowBackward1"},
+                                                          {exp(x), "ExpBackward0"},
+                                                          {log(x), "LogBackward0"},
+                                                          {sqrt(x), "SqrtBackward0"},
+                                                          {rsqrt(x), "RsqrtBackward0"},
+                                                          {tanh(x), "TanhBackward0"},
+                                                          {abs(x), "AbsBackward0"},
+                                                          {clamp(x, 0.0), "ClampBackward1"},
+                                                          {maximum(x, y), "MaximumBackward0"},
+                                                          {minimum(x, y), "MinimumBackward0"},
+                                                          {where(cond, x, y), "WhereBackward0"}};
   for (const auto& [t, name] : cases) EXPECT_EQ(t.grad_fn_name(), name);
 }
 

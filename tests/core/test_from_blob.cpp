@@ -58,8 +58,11 @@ TEST(FromBlob, BorrowedMemoryZeroDAndStrideZero) {
 
 TEST(FromBlob, BadGeometryThrowsNamingShapeAndStrides) {
   float data[4] = {};
-  expect_error([&] { from_blob(data, {2, 2}, {-2, 1}, kFloat32); },
-               {"from_blob", "negative stride", "[-2, 1]", "[2, 2]"});
+  expect_error(
+      [&] {
+        from_blob(data, {2, 2}, {-2, 1}, kFloat32);
+      },
+      {"from_blob", "negative stride", "[-2, 1]", "[2, 2]"});
   expect_error([&] { from_blob(data, {2, 2}, {2}, kFloat32); }, {"from_blob", "[2, 2]", "[2]", "rank"});
   expect_error([&] { from_blob(data, {2, -1}, {1, 1}, kFloat32); }, {"from_blob", "negative size"});
   expect_error([&] { from_blob(nullptr, {2}, {1}, kFloat32); }, {"from_blob", "null", "[2]"});

@@ -32,15 +32,28 @@ std::ostream& operator<<(std::ostream& os, const GemmShape& s) {
 }
 
 const GemmShape kShapes[] = {
-    {1, 1, 1, false, false},      {3, 5, 2, true, true},        {13, 31, 7, false, true},
-    {14, 32, 256, false, false},  {15, 33, 257, true, false},   {29, 65, 513, false, true},
-    {100, 769, 300, true, true},  {5, 1000, 600, false, false}, {300, 20, 700, true, false},
-    {2048, 64, 256, false, true}, {256, 64, 2048, true, false}, {97, 1537, 64, false, false},
-    {70, 16, 300, false, false},  {2048, 16, 64, true, false},  {43, 17, 9, false, true},
+    {1, 1, 1, false, false},
+    {3, 5, 2, true, true},
+    {13, 31, 7, false, true},
+    {14, 32, 256, false, false},
+    {15, 33, 257, true, false},
+    {29, 65, 513, false, true},
+    {100, 769, 300, true, true},
+    {5, 1000, 600, false, false},
+    {300, 20, 700, true, false},
+    {2048, 64, 256, false, true},
+    {256, 64, 2048, true, false},
+    {97, 1537, 64, false, false},
+    {70, 16, 300, false, false},
+    {2048, 16, 64, true, false},
+    {43, 17, 9, false, true},
     // A stored transposed with rows far apart (packed per tile), last row tiles of 8 and 13
-    {400, 48, 300, true, false},  {391, 45, 270, true, false},
+    {400, 48, 300, true, false},
+    {391, 45, 270, true, false},
     // attention's row blocks: 32 rows (two whole tiles and one of 4), K^T transposed by blocks
-    {32, 64, 16, false, true},    {32, 16, 64, true, false},    {32, 96, 48, false, true},
+    {32, 64, 16, false, true},
+    {32, 16, 64, true, false},
+    {32, 96, 48, false, true},
 };
 
 Tensor operand(int64_t rows, int64_t cols, bool transposed, Generator& g, DType dt) {
@@ -86,8 +99,7 @@ TEST_P(Gemm, MatchesTheTripleLoopAndHasTheSameBitsAtAnyThreadCount) {
   for (int64_t i = 0; i < s.m * s.n; ++i) {
     const double tol = (double(s.k) + 2) * eps * mag[i] + 1e-30;
     ASSERT_LE(std::fabs(pc[i] - ref[i]), tol)
-        << "element (" << i / s.n << ", " << i % s.n << ") of " << s << ": " << pc[i] << " vs "
-        << ref[i];
+        << "element (" << i / s.n << ", " << i % s.n << ") of " << s << ": " << pc[i] << " vs " << ref[i];
   }
   const std::size_t bytes = static_cast<std::size_t>(s.m * s.n) * itemsize(dt);
   for (std::size_t t = 1; t < outs.size(); ++t)
@@ -95,14 +107,14 @@ TEST_P(Gemm, MatchesTheTripleLoopAndHasTheSameBitsAtAnyThreadCount) {
         << s << ": different bits at " << t + 1 << " threads than at 1";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, Gemm, ::testing::Combine(::testing::ValuesIn(kShapes),
-                                     ::testing::Values(kFloat32, kFloat64)),
-    [](const ::testing::TestParamInfo<std::tuple<GemmShape, DType>>& i) {
-      std::ostringstream os;
-      os << std::get<0>(i.param) << "_" << dtype_name(std::get<1>(i.param));
-      return os.str();
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, Gemm,
+                         ::testing::Combine(::testing::ValuesIn(kShapes),
+                                            ::testing::Values(kFloat32, kFloat64)),
+                         [](const ::testing::TestParamInfo<std::tuple<GemmShape, DType>>& i) {
+                           std::ostringstream os;
+                           os << std::get<0>(i.param) << "_" << dtype_name(std::get<1>(i.param));
+                           return os.str();
+                         });
 
 // NaN and inf in an operand reach exactly the outputs whose sums include them (no padding or
 // edge-tile value leaks into its neighbours, nothing is dropped).
@@ -124,8 +136,8 @@ TEST(Gemm, NonFiniteValuesStayInTheirRowsAndColumns) {
 // linear adds its bias in the GEMM's epilogue (bias + acc): the same bits as the composed
 // matmul(x, W^T) + b, on edge tiles, across k panels and at any thread count.
 TEST(Gemm, LinearBiasInTheEpilogueEqualsMatmulPlusBias) {
-  for (const auto& [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{29, 7, 33},
-                                      {2048, 64, 96}, {100, 300, 769}}) {
+  for (const auto& [rows, in, out] :
+       {std::tuple<int64_t, int64_t, int64_t>{29, 7, 33}, {2048, 64, 96}, {100, 300, 769}}) {
     Generator g(11);
     const Tensor x = randn({rows, in}, &g), w = randn({out, in}, &g), b = randn({out}, &g);
     const Tensor composed = matmul(x, w.t()) + b;
@@ -133,7 +145,8 @@ TEST(Gemm, LinearBiasInTheEpilogueEqualsMatmulPlusBias) {
       testing::ThreadCount tc(threads);
       const Tensor fused = linear(x, w, b);
       EXPECT_EQ(std::memcmp(fused.raw_data_ptr(), composed.raw_data_ptr(),
-                            static_cast<std::size_t>(rows * out) * sizeof(float)), 0)
+                            static_cast<std::size_t>(rows * out) * sizeof(float)),
+                0)
           << rows << "x" << in << " -> " << out << " at " << threads << " threads";
     }
   }

@@ -177,8 +177,8 @@ TEST(Gradcheck, HandsBackwardEveryDoutLayout) {
   auto x = inputs({{3, 4}});
   GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], -1); }, x);
   EXPECT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(r.layouts, (std::vector<std::string>{"contiguous", "offset", "transposed", "step-sliced",
-                                                 "expanded"}));
+  EXPECT_EQ(r.layouts,
+            (std::vector<std::string>{"contiguous", "offset", "transposed", "step-sliced", "expanded"}));
   // 1-D: no transpose; 0-d: no step or stride 0 either
   auto v = inputs({{5}});
   r = gradcheck([](const std::vector<Tensor>& in) { return in[0] * 3.0; }, v);
@@ -188,7 +188,10 @@ TEST(Gradcheck, HandsBackwardEveryDoutLayout) {
 }
 
 TEST(Gradcheck, InputLayoutsAreStridedAndBroadcast) {
-  GradcheckRow row{"mul", [] { return inputs({{3, 4}, {4}}); },
+  GradcheckRow row{"mul",
+                   [] {
+                     return inputs({{3, 4}, {4}});
+                   },
                    [](const std::vector<Tensor>& x) { return mul(x[0], x[1]); }};
   std::vector<InputLayout> layouts = input_layouts(row);
   ASSERT_EQ(layouts.size(), 3u);
@@ -213,8 +216,8 @@ TEST(Gradcheck, InputLayoutsAreStridedAndBroadcast) {
 
 TEST(Gradcheck, AcceptsTheSameOpWithACorrectBackward) {
   auto x = inputs({{2, 3}});
-  GradcheckResult r = gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[0]; }, x,
-                                {.name = "square"});
+  GradcheckResult r =
+      gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[0]; }, x, {.name = "square"});
   EXPECT_TRUE(r.ok) << r.message;
 }
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "error_message.h"
 #include "fixture_reader.h"
 #include "inplace_view_cases.h"
-#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -76,7 +76,10 @@ TEST(InplaceViews, GradFnNamesLikeTorch) {
   // the in-place ops' own nodes, on a tensor that is not a view
   const Tensor q = full({4}, 0.5, kFloat64).requires_grad_();  // broadcasts over x's rows
   const std::vector<std::pair<std::string, std::function<void(Tensor&)>>> ops = {
-      {"MaskedFillBackward0", [](Tensor& y) { y.masked_fill_(tensor({true, false, false, true}), 1.0); }},
+      {"MaskedFillBackward0",
+       [](Tensor& y) {
+         y.masked_fill_(tensor({true, false, false, true}), 1.0);
+       }},
       {"AddBackward0", [&q](Tensor& y) { y.add_(q, 2.0); }},
       {"MulBackward0", [](Tensor& y) { y.mul_(2.0); }},
       {"CopyBackwards", [&q](Tensor& y) { y.copy_(q); }},
@@ -130,8 +133,7 @@ TEST(InplaceViews, TheIssueExample) {
   x.slice(0, 0, 1).masked_fill_(tensor({false, true, true, false}), 0.0);
   EXPECT_EQ(x.to_vector<double>()[1], 0.0);
   (x * w).sum().backward();
-  EXPECT_EQ(p0.grad().to_vector<double>(),
-            (std::vector<double>{1, 0, 0, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(p0.grad().to_vector<double>(), (std::vector<double>{1, 0, 0, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
 }
 
 TEST(InplaceViews, WorksWhetherTheBaseOrTheViewHandleIsKept) {
@@ -307,8 +309,8 @@ TEST(InplaceViews, AnExpandedViewIsRefused) {
   Tensor p = leaf34();
   Tensor x = p.clone();
   Tensor e = x.slice(0, 0, 1).expand({3, 4});
-  for (std::string op : {"mul_", "add_", "copy_", "clamp_", "masked_fill_", "uniform_",
-                                "normal_", "bernoulli_", "fill_", "zero_"}) {
+  for (std::string op : {"mul_", "add_", "copy_", "clamp_", "masked_fill_", "uniform_", "normal_",
+                         "bernoulli_", "fill_", "zero_"}) {
     std::string m = error_of([&] {
       if (op == "mul_") e.mul_(2.0);
       if (op == "add_") e.add_(ones({3, 4}, kFloat64));
@@ -318,7 +320,7 @@ TEST(InplaceViews, AnExpandedViewIsRefused) {
       if (op == "uniform_") e.uniform_();
       if (op == "normal_") e.normal_();
       if (op == "bernoulli_") e.bernoulli_(0.5);
-      if (op == "fill_") e.fill_(1.0);   // recorded: its backward would write one place twice
+      if (op == "fill_") e.fill_(1.0);  // recorded: its backward would write one place twice
       if (op == "zero_") e.zero_();
     });
     EXPECT_MESSAGE_HAS(m, op);

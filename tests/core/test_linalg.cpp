@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "fixture_reader.h"
 #include "error_message.h"
+#include "fixture_reader.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -26,11 +26,16 @@ const Fixture& fx() {
 enum class Layout { Contiguous, TransposedStorage, PaddedRows, StridedCols, PermutedBatch };
 const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::TransposedStorage: return "transposed-storage";
-    case Layout::PaddedRows: return "padded-rows";
-    case Layout::StridedCols: return "strided-cols";
-    case Layout::PermutedBatch: return "permuted-batch";
+    case Layout::Contiguous:
+      return "contiguous";
+    case Layout::TransposedStorage:
+      return "transposed-storage";
+    case Layout::PaddedRows:
+      return "padded-rows";
+    case Layout::StridedCols:
+      return "strided-cols";
+    case Layout::PermutedBatch:
+      return "permuted-batch";
   }
   return "?";
 }
@@ -40,7 +45,9 @@ Tensor in_layout(const Tensor& x, Layout l) {
   Tensor v;
   const int64_t last = x.dim() - 1;
   switch (l) {
-    case Layout::Contiguous: v = x.clone(); break;
+    case Layout::Contiguous:
+      v = x.clone();
+      break;
     case Layout::TransposedStorage:  // a (.., c, r) buffer seen transposed; 1-D: every other element
       if (x.dim() < 2) {
         Tensor base = zeros({2 * x.numel()}, x.dtype());
@@ -50,21 +57,21 @@ Tensor in_layout(const Tensor& x, Layout l) {
         v = x.transpose(-1, -2).contiguous().transpose(-1, -2);
       }
       break;
-    case Layout::PaddedRows: {       // rows further apart than their length
+    case Layout::PaddedRows: {  // rows further apart than their length
       Shape s = x.shape();
       s[last] += 3;
       v = zeros(s, x.dtype()).narrow(last, 1, x.shape()[last]);
       v.copy_(x);
       break;
     }
-    case Layout::StridedCols: {      // unit stride in neither matrix dim: BLAS cannot read it
+    case Layout::StridedCols: {  // unit stride in neither matrix dim: BLAS cannot read it
       Shape s = x.shape();
       s[last] *= 2;
       v = zeros(s, x.dtype()).slice(last, 0, s[last], 2);
       v.copy_(x);
       break;
     }
-    case Layout::PermutedBatch:      // batch dim 0 stored innermost but one
+    case Layout::PermutedBatch:  // batch dim 0 stored innermost but one
       v = x.dim() >= 3 ? x.transpose(0, -2).contiguous().transpose(0, -2) : x.clone();
       break;
   }
@@ -106,28 +113,24 @@ TEST_P(MatmulVsTorch, ValuesAndGradientsInEveryLayout) {
 
 INSTANTIATE_TEST_SUITE_P(
     Linalg, MatmulVsTorch,
-    ::testing::Values(MatmulCase{"mm", "MmBackward0", 1e-5}, MatmulCase{"dot", "DotBackward0", 1e-5},
-                      MatmulCase{"vecmat", "SqueezeBackward3", 1e-5},
-                      MatmulCase{"matvec", "MvBackward0", 1e-5},
-                      MatmulCase{"vec_batched", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"batched_vec", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"bmm", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"bcast_batch", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"fold3d_2d", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"mat_3d", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"attn4d", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"bcast_both", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"batch1", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"rowvec_batched", "UnsafeViewBackward0", 1e-5},
-                      MatmulCase{"mm_k1", "MmBackward0", 1e-5},
-                      MatmulCase{"big", "UnsafeViewBackward0", 1e-4},
-                      MatmulCase{"tall_batched", "UnsafeViewBackward0", 1e-4},
-                      MatmulCase{"bcast_a_wide", "UnsafeViewBackward0", 1e-4},
-                      MatmulCase{"f64_bmm", "UnsafeViewBackward0", 1e-12},
-                      MatmulCase{"f64_bcast", "UnsafeViewBackward0", 1e-12},
-                      MatmulCase{"empty_m", "MmBackward0", 0},
-                      MatmulCase{"empty_k", "MmBackward0", 0},
-                      MatmulCase{"empty_batch", "UnsafeViewBackward0", 0}),
+    ::testing::Values(
+        MatmulCase{"mm", "MmBackward0", 1e-5}, MatmulCase{"dot", "DotBackward0", 1e-5},
+        MatmulCase{"vecmat", "SqueezeBackward3", 1e-5}, MatmulCase{"matvec", "MvBackward0", 1e-5},
+        MatmulCase{"vec_batched", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"batched_vec", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"bmm", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"bcast_batch", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"fold3d_2d", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"mat_3d", "UnsafeViewBackward0", 1e-5}, MatmulCase{"attn4d", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"bcast_both", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"batch1", "UnsafeViewBackward0", 1e-5},
+        MatmulCase{"rowvec_batched", "UnsafeViewBackward0", 1e-5}, MatmulCase{"mm_k1", "MmBackward0", 1e-5},
+        MatmulCase{"big", "UnsafeViewBackward0", 1e-4},
+        MatmulCase{"tall_batched", "UnsafeViewBackward0", 1e-4},
+        MatmulCase{"bcast_a_wide", "UnsafeViewBackward0", 1e-4},
+        MatmulCase{"f64_bmm", "UnsafeViewBackward0", 1e-12},
+        MatmulCase{"f64_bcast", "UnsafeViewBackward0", 1e-12}, MatmulCase{"empty_m", "MmBackward0", 0},
+        MatmulCase{"empty_k", "MmBackward0", 0}, MatmulCase{"empty_batch", "UnsafeViewBackward0", 0}),
     [](const ::testing::TestParamInfo<MatmulCase>& info) { return info.param.name; });
 
 TEST(Matmul, ShapeTable) {
@@ -148,18 +151,18 @@ TEST(Matmul, ShapeTable) {
       {{1, 6, 3}, {4, 3, 5}, {4, 6, 5}},
       {{0, 6, 3}, {3, 5}, {0, 6, 5}},
   };
-  for (const Row& r : rows) EXPECT_EQ(matmul(ones(r.a), ones(r.b)).shape(), r.out) << shape_str(r.a) << " @ " << shape_str(r.b);
+  for (const Row& r : rows)
+    EXPECT_EQ(matmul(ones(r.a), ones(r.b)).shape(), r.out) << shape_str(r.a) << " @ " << shape_str(r.b);
   EXPECT_EQ(ones({2, 3}).matmul(ones({3, 4})).shape(), (Shape{2, 4}));
 }
 
 TEST(Matmul, ExpandedAndSlicedOperandsAreReadCorrectly) {
   // b is a stride-0 expand (BLAS cannot read it: must be copied), a a column slice (ld > cols)
-  Tensor col = tensor({{1.0}, {2.0}, {3.0}}, kFloat64);          // (3, 1)
-  Tensor b = col.expand({3, 4});                                 // every column is col
+  Tensor col = tensor({{1.0}, {2.0}, {3.0}}, kFloat64);  // (3, 1)
+  Tensor b = col.expand({3, 4});                         // every column is col
   Tensor base = arange(0, 12, 1, kFloat64).reshape({2, 6});
-  Tensor a = base.narrow(1, 2, 3);                               // [[2,3,4],[8,9,10]]
-  EXPECT_EQ(matmul(a, b).to_vector<double>(),
-            (std::vector<double>{20, 20, 20, 20, 56, 56, 56, 56}));
+  Tensor a = base.narrow(1, 2, 3);  // [[2,3,4],[8,9,10]]
+  EXPECT_EQ(matmul(a, b).to_vector<double>(), (std::vector<double>{20, 20, 20, 20, 56, 56, 56, 56}));
   // a batch broadcast by expand (batch stride 0)
   Tensor a3 = a.unsqueeze(0).expand({3, 2, 3});
   Tensor out = matmul(a3, b);
@@ -249,13 +252,14 @@ TEST_P(LinearVsTorch, ValuesAndGradients) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Linalg, LinearVsTorch,
-    ::testing::Values(LinearCase{"2d", "AddmmBackward0", true}, LinearCase{"3d", "ViewBackward0", true},
-                      LinearCase{"4d", "AddBackward0", true}, LinearCase{"1d", "AddBackward0", true},
-                      LinearCase{"nobias", "UnsafeViewBackward0", false},
-                      LinearCase{"f64", "ViewBackward0", true}),
-    [](const ::testing::TestParamInfo<LinearCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Linalg, LinearVsTorch,
+                         ::testing::Values(LinearCase{"2d", "AddmmBackward0", true},
+                                           LinearCase{"3d", "ViewBackward0", true},
+                                           LinearCase{"4d", "AddBackward0", true},
+                                           LinearCase{"1d", "AddBackward0", true},
+                                           LinearCase{"nobias", "UnsafeViewBackward0", false},
+                                           LinearCase{"f64", "ViewBackward0", true}),
+                         [](const ::testing::TestParamInfo<LinearCase>& info) { return info.param.name; });
 
 TEST(Linear, EqualsMatmulPlusBias) {
   Generator gen(3);

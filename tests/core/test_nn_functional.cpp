@@ -13,8 +13,8 @@ namespace xgrad::testing::act_nn {
 
 // defined in test_activation.cpp
 void check_fixture_case(const Fixture& fx, const std::string& name, int n_inputs,
-                        const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                        double rtol = 1e-5, double atol = 1e-6);
+                        const std::function<Tensor(const std::vector<Tensor>&)>& fn, double rtol = 1e-5,
+                        double atol = 1e-6);
 const Fixture& activation_nn_fixture();
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
 
@@ -80,8 +80,8 @@ TEST(Dropout, KeepsAboutOneMinusPAndScales) {
 TEST(Embedding, MatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
   check_fixture_case(fx, "embedding", 2, [](const V& x) { return embedding(x[0], x[1]); });
-  check_fixture_case(fx, "embedding_1d_f64", 2, [](const V& x) { return embedding(x[0], x[1]); },
-                     1e-14, 1e-15);
+  check_fixture_case(
+      fx, "embedding_1d_f64", 2, [](const V& x) { return embedding(x[0], x[1]); }, 1e-14, 1e-15);
 }
 
 TEST(Embedding, ShapesLayoutsAndErrors) {
@@ -96,7 +96,11 @@ TEST(Embedding, ShapesLayoutsAndErrors) {
   Tensor wt = randn({4, 10}, &g).t();
   Tensor idt = tensor({{1, 2}, {3, 4}, {5, 6}}).t();
   expect_close(embedding(wt, idt), embedding(wt.contiguous(), idt.contiguous()), 0, 0, "layout");
-  expect_error([&] { embedding(w, tensor({0, 10})); }, {"embedding", "index 10", "num_embeddings 10", "[10, 4]"});
+  expect_error(
+      [&] {
+        embedding(w, tensor({0, 10}));
+      },
+      {"embedding", "index 10", "num_embeddings 10", "[10, 4]"});
   expect_error([&] { embedding(w, tensor({-1})); }, {"embedding", "index -1"});
   expect_error([&] { embedding(w, tensor({1.0, 2.0})); }, {"embedding", "int64", "float32"});
   expect_error([&] { embedding(randn({10}), tensor({1})); }, {"embedding", "2-D", "[10]"});
@@ -105,14 +109,19 @@ TEST(Embedding, ShapesLayoutsAndErrors) {
 // ---------------------------------------------------------------- layer_norm
 TEST(LayerNorm, MatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
-  check_fixture_case(fx, "layer_norm", 3, [](const V& x) { return layer_norm(x[0], {8}, x[1], x[2]); },
-                     1e-5, 1e-5);
-  check_fixture_case(fx, "layer_norm_2d_f64", 3,
-                     [](const V& x) { return layer_norm(x[0], {3, 8}, x[1], x[2]); }, 1e-11, 1e-12);
-  check_fixture_case(fx, "layer_norm_noaffine", 1,
-                     [](const V& x) { return layer_norm(x[0], {8}, Tensor(), Tensor(), 1e-3); }, 1e-5, 1e-5);
-  check_fixture_case(fx, "layer_norm_wide", 3, [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); },
-                     1e-5, 1e-5);
+  check_fixture_case(
+      fx, "layer_norm", 3, [](const V& x) { return layer_norm(x[0], {8}, x[1], x[2]); }, 1e-5, 1e-5);
+  check_fixture_case(
+      fx, "layer_norm_2d_f64", 3,
+      [](const V& x) {
+        return layer_norm(x[0], {3, 8}, x[1], x[2]);
+      },
+      1e-11, 1e-12);
+  check_fixture_case(
+      fx, "layer_norm_noaffine", 1,
+      [](const V& x) { return layer_norm(x[0], {8}, Tensor(), Tensor(), 1e-3); }, 1e-5, 1e-5);
+  check_fixture_case(
+      fx, "layer_norm_wide", 3, [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); }, 1e-5, 1e-5);
 }
 
 TEST(LayerNorm, FusedMatchesComposition) {
@@ -130,7 +139,8 @@ TEST(LayerNorm, FusedMatchesComposition) {
   expect_close(fused, composed, 1e-12, 1e-12, "value");
   fused.backward(dout);
   composed.backward(dout);
-  for (int i = 0; i < 3; ++i) expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+  for (int i = 0; i < 3; ++i)
+    expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
 }
 
 TEST(LayerNorm, NonContiguousAndPartialAffine) {
@@ -163,8 +173,8 @@ TEST(CrossEntropy, MatchesTorch) {
                      [](const V& x) { return cross_entropy(x[0].flatten(0, 1), x[1].flatten()); });
   check_fixture_case(fx, "cross_entropy_btc", 2,
                      [](const V& x) { return cross_entropy_last_dim(x[0], x[1]); });
-  check_fixture_case(fx, "cross_entropy_nc_f64", 2, [](const V& x) { return cross_entropy(x[0], x[1]); },
-                     1e-13, 1e-14);
+  check_fixture_case(
+      fx, "cross_entropy_nc_f64", 2, [](const V& x) { return cross_entropy(x[0], x[1]); }, 1e-13, 1e-14);
   check_fixture_case(fx, "cross_entropy_ignore3", 2,
                      [](const V& x) { return cross_entropy(x[0], x[1], {.ignore_index = 3}); });
   check_fixture_case(fx, "cross_entropy_wide", 2, [](const V& x) { return cross_entropy(x[0], x[1]); });
@@ -178,9 +188,9 @@ TEST(CrossEntropy, ClassDimOneReductionSmoothingMatchTorch) {
   check_fixture_case(fx, "ce_sum_smooth_ignore1", 2, [](const V& x) {
     return cross_entropy(x[0], x[1], {.ignore_index = 1, .reduction = "sum", .label_smoothing = 0.1});
   });
-  check_fixture_case(fx, "ce_mean_smooth_f64", 2,
-                     [](const V& x) { return cross_entropy(x[0], x[1], {.label_smoothing = 0.2}); },
-                     1e-13, 1e-14);
+  check_fixture_case(
+      fx, "ce_mean_smooth_f64", 2,
+      [](const V& x) { return cross_entropy(x[0], x[1], {.label_smoothing = 0.2}); }, 1e-13, 1e-14);
   check_fixture_case(fx, "ce_none_smooth", 2, [](const V& x) {
     return cross_entropy(x[0], x[1], {.reduction = "none", .label_smoothing = 0.3});
   });
@@ -201,7 +211,8 @@ TEST(CrossEntropy, LastDimEqualsClassDimOneMoved) {
   Tensor none = cross_entropy_last_dim(logits, targets, {.reduction = "none"});
   EXPECT_EQ(none.shape(), (Shape{2, 5}));
   EXPECT_EQ(none.to_vector<double>()[3], 0.0);  // ignored
-  expect_close(none.sum(), cross_entropy_last_dim(logits, targets, {.reduction = "sum"}), 1e-14, 1e-14, "sum");
+  expect_close(none.sum(), cross_entropy_last_dim(logits, targets, {.reduction = "sum"}), 1e-14, 1e-14,
+               "sum");
 }
 
 TEST(CrossEntropy, FusedMatchesNegativeLogSoftmaxGathered) {
@@ -230,22 +241,44 @@ TEST(CrossEntropy, AllIgnoredIsNanLikeTorch) {
 
 TEST(CrossEntropy, Errors) {
   Tensor logits = randn({2, 6, 4});  // (N, C, T): 6 classes
-  expect_error([&] { cross_entropy(logits, tensor({{0, 1, 6, 2}, {0, 0, 0, 0}})); },
-               {"cross_entropy", "target 6", "6 classes"});
-  expect_error([&] { cross_entropy(logits, tensor({{0, 1, -1, 2}, {0, 0, 0, 0}})); },
-               {"cross_entropy", "target -1"});
-  expect_error([&] { cross_entropy(logits, tensor({0, 1})); }, {"cross_entropy", "[2]", "[2, 6, 4]", "[2, 4]"});
+  expect_error(
+      [&] {
+        cross_entropy(logits, tensor({{0, 1, 6, 2}, {0, 0, 0, 0}}));
+      },
+      {"cross_entropy", "target 6", "6 classes"});
+  expect_error(
+      [&] {
+        cross_entropy(logits, tensor({{0, 1, -1, 2}, {0, 0, 0, 0}}));
+      },
+      {"cross_entropy", "target -1"});
+  expect_error(
+      [&] {
+        cross_entropy(logits, tensor({0, 1}));
+      },
+      {"cross_entropy", "[2]", "[2, 6, 4]", "[2, 4]"});
   // class-last (B, T, C) logits with (B, T) targets: torch's layout rejects them, with a hint
-  expect_error([&] { cross_entropy(randn({2, 4, 6}), zeros({2, 4}, kInt64)); },
-               {"cross_entropy", "[2, 4, 6]", "[2, 6]", "cross_entropy_last_dim"});
-  expect_error([&] { cross_entropy_last_dim(randn({2, 6, 4}), zeros({2, 4}, kInt64)); },
-               {"cross_entropy_last_dim", "[2, 6, 4]", "[2, 6]", "last dim"});
+  expect_error(
+      [&] {
+        cross_entropy(randn({2, 4, 6}), zeros({2, 4}, kInt64));
+      },
+      {"cross_entropy", "[2, 4, 6]", "[2, 6]", "cross_entropy_last_dim"});
+  expect_error(
+      [&] {
+        cross_entropy_last_dim(randn({2, 6, 4}), zeros({2, 4}, kInt64));
+      },
+      {"cross_entropy_last_dim", "[2, 6, 4]", "[2, 6]", "last dim"});
   expect_error([&] { cross_entropy(randn({6}), tensor({1})); }, {"cross_entropy", "[6]", "[]"});
   expect_error([&] { cross_entropy(randn({2, 6}), tensor({1.0, 2.0})); }, {"cross_entropy", "int64"});
-  expect_error([&] { cross_entropy(randn({2, 6}), tensor({1, 2}), {.reduction = "avg"}); },
-               {"cross_entropy", "reduction", "avg"});
-  expect_error([&] { cross_entropy(randn({2, 6}), tensor({1, 2}), {.label_smoothing = 1.5}); },
-               {"cross_entropy", "label_smoothing", "1.5"});
+  expect_error(
+      [&] {
+        cross_entropy(randn({2, 6}), tensor({1, 2}), {.reduction = "avg"});
+      },
+      {"cross_entropy", "reduction", "avg"});
+  expect_error(
+      [&] {
+        cross_entropy(randn({2, 6}), tensor({1, 2}), {.label_smoothing = 1.5});
+      },
+      {"cross_entropy", "label_smoothing", "1.5"});
   expect_error([&] { cross_entropy(scalar_tensor(1.0), scalar_tensor(0, kInt64)); }, {"cross_entropy", "[]"});
 }
 

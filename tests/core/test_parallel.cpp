@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "thread_count.h"
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
-#include "thread_count.h"
 
 namespace xgrad {
 namespace {
@@ -50,8 +50,8 @@ TEST(Parallel, CoversEveryIndexOnceWithGrainSizedChunks) {
   for (int threads : {1, 2, 3, 4}) {
     ThreadCount tc(threads);
     const std::vector<std::array<int64_t, 3>> cases{
-        {0, 0, 1},     {5, 3, 1},    {0, 1, 1},      {0, 7, 1},      {0, 100, 1},
-        {0, 100, 7},   {0, 100, 50}, {0, 100, 51},   {0, 100, 1000}, {-37, 1234, 16},
+        {0, 0, 1},         {5, 3, 1},       {0, 1, 1},    {0, 7, 1},      {0, 100, 1},
+        {0, 100, 7},       {0, 100, 50},    {0, 100, 51}, {0, 100, 1000}, {-37, 1234, 16},
         {3, 100003, 4096}, {0, 1 << 20, 0}, {10, 11, 0}};
     for (const auto& [b, e, g] : cases) {
       SCOPED_TRACE(::testing::Message() << threads << " threads, [" << b << ", " << e << ") grain " << g);

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "xgrad/xgrad.h"
-#include "xgrad/parallel.h"
 #include "thread_count.h"
+#include "xgrad/parallel.h"
+#include "xgrad/xgrad.h"
 
 namespace xgrad {
 namespace {
@@ -32,9 +32,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
                      static_cast<std::size_t>(ca.numel()) * itemsize(ca.dtype())) == 0;
 }
 
-Tensor leaf(const Shape& s, Generator& g, DType dt = kFloat32) {
-  return randn(s, &g, dt).requires_grad_();
-}
+Tensor leaf(const Shape& s, Generator& g, DType dt = kFloat32) { return randn(s, &g, dt).requires_grad_(); }
 
 // out's value and the grads of `inputs` after out.backward(random upstream gradient).
 std::vector<Tensor> with_grads(const Tensor& out, const std::vector<Tensor>& inputs, Generator& g) {
@@ -50,91 +48,111 @@ struct KernelCase {
 };
 
 const std::vector<KernelCase> kCases = {
-    {"add_broadcast", [](Generator& g) {
+    {"add_broadcast",
+     [](Generator& g) {
        Tensor a = leaf({64, 40, 97}, g), b = leaf({40, 1}, g);
        return with_grads(a + b, {a, b}, g);
      }},
-    {"mul_div_sub", [](Generator& g) {
+    {"mul_div_sub",
+     [](Generator& g) {
        Tensor a = leaf({300, 701}, g), b = leaf({701}, g);
        return with_grads((a * b - a) / (b * b + 1.0), {a, b}, g);
      }},
-    {"exp_tanh_sqrt_f64", [](Generator& g) {
+    {"exp_tanh_sqrt_f64",
+     [](Generator& g) {
        Tensor a = leaf({257, 513}, g, kFloat64);
        return with_grads(tanh(exp(a * 0.1)) + sqrt(abs(a) + 1.0), {a}, g);
      }},
-    {"transpose_contiguous", [](Generator& g) {
+    {"transpose_contiguous",
+     [](Generator& g) {
        Tensor a = leaf({8, 4, 128, 33}, g);
        return with_grads(a.transpose(1, 2).contiguous() * 2.0, {a}, g);
      }},
-    {"gelu_tanh_and_erf", [](Generator& g) {
+    {"gelu_tanh_and_erf",
+     [](Generator& g) {
        Tensor a = leaf({2048, 129}, g);
        return with_grads(gelu(a, "tanh") + gelu(a), {a}, g);
      }},
-    {"relu_sigmoid", [](Generator& g) {
+    {"relu_sigmoid",
+     [](Generator& g) {
        Tensor a = leaf({1000, 131}, g);
        return with_grads(relu(a) * sigmoid(a), {a}, g);
      }},
-    {"softmax_last_dim", [](Generator& g) {
+    {"softmax_last_dim",
+     [](Generator& g) {
        Tensor a = leaf({32, 4, 64, 65}, g);
        return with_grads(softmax(a, -1), {a}, g);
      }},
-    {"log_softmax_middle_dim", [](Generator& g) {
+    {"log_softmax_middle_dim",
+     [](Generator& g) {
        Tensor a = leaf({64, 50, 41}, g);
        return with_grads(log_softmax(a, 1), {a}, g);
      }},
-    {"masked_fill_causal", [](Generator& g) {
+    {"masked_fill_causal",
+     [](Generator& g) {
        Tensor a = leaf({32, 4, 64, 64}, g);
        Tensor mask = triu(ones({64, 64}), 1) > 0.5;
        return with_grads(softmax(masked_fill(a * 1.0, mask, -INFINITY), -1), {a}, g);
      }},
-    {"sum_rows_and_leading_dims", [](Generator& g) {
+    {"sum_rows_and_leading_dims",
+     [](Generator& g) {
        Tensor a = leaf({2048, 193}, g);
        Tensor s1 = sum(a, {-1}), s0 = sum(a, {0}), m = mean(a.view({16, 128, 193}), {0, 1});
        return with_grads(s1.sum() + s0.sum() * 2.0 + (m * m).sum(), {a}, g);
      }},
-    {"amax_var", [](Generator& g) {
+    {"amax_var",
+     [](Generator& g) {
        Tensor a = leaf({700, 300}, g);
        return with_grads(amax(a, {1}) + var(a, {1}), {a}, g);
      }},
-    {"layer_norm", [](Generator& g) {
+    {"layer_norm",
+     [](Generator& g) {
        Tensor x = leaf({32, 64, 96}, g), w = leaf({96}, g), b = leaf({96}, g);
        return with_grads(layer_norm(x, {96}, w, b, 1e-5), {x, w, b}, g);
      }},
-    {"cross_entropy", [](Generator& g) {
+    {"cross_entropy",
+     [](Generator& g) {
        Tensor x = leaf({2048, 97}, g);
        Tensor t = randint(0, 97, {2048}, &g);
        Tensor loss = cross_entropy(x, t);
        loss.backward();
        return std::vector<Tensor>{loss.detach(), x.grad()};
      }},
-    {"embedding", [](Generator& g) {
+    {"embedding",
+     [](Generator& g) {
        Tensor w = leaf({96, 384}, g);
        Tensor ids = randint(0, 96, {8, 256}, &g);
        return with_grads(embedding(w, ids), {w}, g);
      }},
-    {"linear_tiny_gpt", [](Generator& g) {  // (2048, 64) @ (64, 192) and its backward GEMMs
+    {"linear_tiny_gpt",
+     [](Generator& g) {  // (2048, 64) @ (64, 192) and its backward GEMMs
        Tensor x = leaf({32, 64, 64}, g), w = leaf({192, 64}, g), b = leaf({192}, g);
        return with_grads(linear(x, w, b), {x, w, b}, g);
      }},
-    {"linear_medium_gpt", [](Generator& g) {  // (2048, 384) @ (384, 1152), weight grad K = 2048
+    {"linear_medium_gpt",
+     [](Generator& g) {  // (2048, 384) @ (384, 1152), weight grad K = 2048
        Tensor x = leaf({8, 256, 384}, g), w = leaf({1152, 384}, g);
        return with_grads(linear(x, w, Tensor()), {x, w}, g);
      }},
-    {"matmul_wide_few_rows", [](Generator& g) {  // splits columns
+    {"matmul_wide_few_rows",
+     [](Generator& g) {  // splits columns
        Tensor a = leaf({20, 700}, g), b = leaf({700, 900}, g);
        return with_grads(matmul(a, b), {a, b}, g);
      }},
-    {"matmul_f64", [](Generator& g) {
+    {"matmul_f64",
+     [](Generator& g) {
        Tensor a = leaf({300, 200}, g, kFloat64), b = leaf({200, 170}, g, kFloat64);
        return with_grads(matmul(a, b.t().contiguous().t()), {a, b}, g);
      }},
-    {"bmm_attention_heads", [](Generator& g) {  // (B, H, T, D) @ (B, H, D, T), per head
+    {"bmm_attention_heads",
+     [](Generator& g) {  // (B, H, T, D) @ (B, H, D, T), per head
        Tensor q = leaf({32, 4, 64, 16}, g), k = leaf({32, 4, 64, 16}, g);
        Tensor v = leaf({32, 4, 64, 16}, g);
        Tensor s = matmul(q, k.transpose(2, 3));
        return with_grads(matmul(softmax(s, -1), v), {q, k, v}, g);
      }},
-    {"grad_accumulation_add_", [](Generator& g) {
+    {"grad_accumulation_add_",
+     [](Generator& g) {
        Tensor a = leaf({512, 300}, g);
        Tensor y = a * 2.0 + a * a;  // a's gradient is accumulated (add_) from two paths
        return with_grads(y, {a}, g);
@@ -159,9 +177,8 @@ TEST_P(ParallelKernel, SameBitsAtAnyThreadCount) {
     for (std::size_t i = 0; i < par.size(); ++i) {
       ASSERT_TRUE(serial[i].defined()) << "result " << i;
       EXPECT_TRUE(same_bits(serial[i], par[i]))
-          << c.name << ": result " << i << " (" << serial[i].numel() << " elements) differs at "
-          << threads << " threads; max |diff| "
-          << max(abs(serial[i].to(kFloat64) - par[i].to(kFloat64))).item();
+          << c.name << ": result " << i << " (" << serial[i].numel() << " elements) differs at " << threads
+          << " threads; max |diff| " << max(abs(serial[i].to(kFloat64) - par[i].to(kFloat64))).item();
     }
   }
 }

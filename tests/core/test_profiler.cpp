@@ -31,7 +31,7 @@ TEST(Profiler, RecordsForwardAndBackwardOpsWithCallsAndBytes) {
   Tensor x = randn({16, 64});
   profiler::profile prof;
   EXPECT_TRUE(profiler::is_enabled());
-  Tensor y = matmul(x, w);                     // one (16, 32) float32 output: 2048 bytes
+  Tensor y = matmul(x, w);  // one (16, 32) float32 output: 2048 bytes
   Tensor loss = (y * y).sum();
   loss = loss + (y * 2.0).sum();
   loss.backward();
@@ -86,8 +86,7 @@ TEST(Profiler, TableSortsLikeTorch) {
       body.push_back(l);
   ASSERT_EQ(body.size(), 2u) << by_count;  // row_limit
   EXPECT_NE(body[0].find("  3  "), std::string::npos) << by_count;
-  expect_error([&] { prof.key_averages().table("cuda_time_total"); },
-               {"unknown sort_by 'cuda_time_total'"});
+  expect_error([&] { prof.key_averages().table("cuda_time_total"); }, {"unknown sort_by 'cuda_time_total'"});
 }
 
 TEST(Profiler, ChromeTraceIsValidJson) {
@@ -107,8 +106,8 @@ TEST(Profiler, ChromeTraceIsValidJson) {
   bool has_backward = false;
   for (const auto& e : ev) {
     EXPECT_EQ(e["ph"], "X");
-    EXPECT_TRUE(e["ts"].is_number() && e["dur"].is_number() && e["pid"].is_number() &&
-                e["tid"].is_number() && e["name"].is_string());
+    EXPECT_TRUE(e["ts"].is_number() && e["dur"].is_number() && e["pid"].is_number() && e["tid"].is_number() &&
+                e["name"].is_string());
     EXPECT_GE(e["dur"].get<double>(), 0);
     has_backward = has_backward || e["cat"] == "backward";
   }

@@ -59,8 +59,7 @@ std::map<std::string, Record> load_fixture() {
         else r.ints.push_back(std::stoll(tok));
       }
     }
-    const size_t got = r.kind == "hex" ? r.bytes.size() : r.kind == "i64" ? r.ints.size()
-                                                                           : r.reals.size();
+    const size_t got = r.kind == "hex" ? r.bytes.size() : r.kind == "i64" ? r.ints.size() : r.reals.size();
     if (got != n) ADD_FAILURE() << "fixture record " << name << " has " << got << " of " << n;
     out[name] = std::move(r);
   }
@@ -91,8 +90,7 @@ void expect_same(const std::string& name, const std::vector<float>& got) {
   for (size_t i = 0; i < got.size(); ++i) {
     const float want = static_cast<float>(r.reals[i]);
     ASSERT_EQ(std::memcmp(&got[i], &want, sizeof(float)), 0)
-        << name << "[" << i << "]: got " << got[i] << ", torch " << want << " (diff "
-        << got[i] - want << ")";
+        << name << "[" << i << "]: got " << got[i] << ", torch " << want << " (diff " << got[i] - want << ")";
   }
 }
 void expect_same(const std::string& name, const std::vector<double>& got) {
@@ -172,33 +170,46 @@ FillCase randint_case(const std::string& name, int64_t n, int64_t lo, int64_t hi
 
 std::vector<FillCase> fill_cases() {
   std::vector<FillCase> c = {
-      rand_case("rand_4x4", 16), rand_case("rand_1", 1), rand_case("rand_7", 7),
+      rand_case("rand_4x4", 16),
+      rand_case("rand_1", 1),
+      rand_case("rand_7", 7),
       rand_case("rand_100", 100),
-      rand64_case("rand_f64_1", 1), rand64_case("rand_f64_7", 7), rand64_case("rand_f64_100", 100),
-      {"uniform_37", [](Generator& g, const std::string& rec) {
+      rand64_case("rand_f64_1", 1),
+      rand64_case("rand_f64_7", 7),
+      rand64_case("rand_f64_100", 100),
+      {"uniform_37",
+       [](Generator& g, const std::string& rec) {
          const double a = param("uniform_from"), b = param("uniform_to");
          expect_same(rec, f32(37, [&](float* p) { g.uniform(p, 37, a, b); }));
        }},
-      {"uniform_f64_37", [](Generator& g, const std::string& rec) {
+      {"uniform_f64_37",
+       [](Generator& g, const std::string& rec) {
          const double a = param("uniform_from"), b = param("uniform_to");
          expect_same(rec, f64(37, [&](double* p) { g.uniform(p, 37, a, b); }));
        }},
-      normal64_case("randn_f64_5", 5), normal64_case("randn_f64_16", 16),
-      normal64_case("randn_f64_17", 17), normal64_case("randn_f64_33", 33),
+      normal64_case("randn_f64_5", 5),
+      normal64_case("randn_f64_16", 16),
+      normal64_case("randn_f64_17", 17),
+      normal64_case("randn_f64_33", 33),
       normal64_case("randn_f64_100", 100),
-      normal_case("normal_10", 10, true), normal_case("normal_50", 50, true),
-      normal64_case("normal_f64_10", 10, true), normal64_case("normal_f64_50", 50, true),
-      bernoulli_case("bernoulli_p2_25", 25, 0.2), bernoulli_case("bernoulli_p2_1000", 1000, 0.2),
-      bernoulli_case("bernoulli_p5_25", 25, 0.5), bernoulli_case("bernoulli_p5_1000", 1000, 0.5),
-      {"bernoulli_f64_p5_25", [](Generator& g, const std::string& rec) {
+      normal_case("normal_10", 10, true),
+      normal_case("normal_50", 50, true),
+      normal64_case("normal_f64_10", 10, true),
+      normal64_case("normal_f64_50", 50, true),
+      bernoulli_case("bernoulli_p2_25", 25, 0.2),
+      bernoulli_case("bernoulli_p2_1000", 1000, 0.2),
+      bernoulli_case("bernoulli_p5_25", 25, 0.5),
+      bernoulli_case("bernoulli_p5_1000", 1000, 0.5),
+      {"bernoulli_f64_p5_25",
+       [](Generator& g, const std::string& rec) {
          expect_same(rec, f64(25, [&](double* p) { g.bernoulli(p, 25, 0.5); }));
        }},
-      randint_case("randint_0_10_20", 20, 0, 10), randint_case("randint_m5_5_7", 7, -5, 5),
+      randint_case("randint_0_10_20", 20, 0, 10),
+      randint_case("randint_m5_5_7", 7, -5, 5),
       randint_case("randint_0_2p40_10", 10, 0, int64_t{1} << 40),
       randint_case("randint_m2p62_2p62_5", 5, -(int64_t{1} << 62), int64_t{1} << 62),
   };
-  for (int n : {1, 5, 15, 16, 17, 20, 33, 1000})
-    c.push_back(normal_case("randn_" + std::to_string(n), n));
+  for (int n : {1, 5, 15, 16, 17, 20, 33, 1000}) c.push_back(normal_case("randn_" + std::to_string(n), n));
   return c;
 }
 
@@ -297,8 +308,7 @@ TEST(Random, DefaultSeedIsTorchs) {
 TEST(Random, DefaultGeneratorFollowsManualSeed) {
   xgrad::manual_seed(123);
   EXPECT_EQ(xgrad::default_generator().initial_seed(), 123u);
-  expect_same("rand_4x4",
-              f32(16, [](float* p) { xgrad::default_generator().uniform(p, 16, 0, 1); }));
+  expect_same("rand_4x4", f32(16, [](float* p) { xgrad::default_generator().uniform(p, 16, 0, 1); }));
 }
 
 // ---- streams across calls ----------------------------------------------------------------
@@ -468,10 +478,10 @@ TEST(Random, SetStateRejectsMalformedInput) {
     return s;
   };
   // offsets: 8 left, 12 seeded, 16 next
-  EXPECT_THROW(g.set_state(with(good, 8, 0)), xgrad::Error);    // left = 0
-  EXPECT_THROW(g.set_state(with(good, 8, 625)), xgrad::Error);  // left > 624
-  EXPECT_THROW(g.set_state(with(good, 12, 0)), xgrad::Error);   // not seeded
-  EXPECT_THROW(g.set_state(with(good, 16, 625)), xgrad::Error); // next past the state
+  EXPECT_THROW(g.set_state(with(good, 8, 0)), xgrad::Error);     // left = 0
+  EXPECT_THROW(g.set_state(with(good, 8, 625)), xgrad::Error);   // left > 624
+  EXPECT_THROW(g.set_state(with(good, 12, 0)), xgrad::Error);    // not seeded
+  EXPECT_THROW(g.set_state(with(good, 16, 625)), xgrad::Error);  // next past the state
   // left 300 draws from next 400 would read past state[623]
   EXPECT_THROW(g.set_state(with(with(good, 8, 300), 16, 400)), xgrad::Error);
   g.set_state(with(with(good, 8, 300), 16, 325));  // the last legal position for left 300
@@ -500,14 +510,18 @@ TEST(Random, BadArgumentsThrow) {
   EXPECT_THROW(g.uniform(f, -1, 0.0, 1.0), xgrad::Error);
   EXPECT_THROW(g.uniform(static_cast<float*>(nullptr), 3, 0.0, 1.0), xgrad::Error);
   g.uniform(static_cast<float*>(nullptr), 0, 0.0, 1.0);  // empty fill is fine
-  EXPECT_EQ(g.get_state(), Generator(1).get_state());   // and nothing was drawn
+  EXPECT_EQ(g.get_state(), Generator(1).get_state());    // and nothing was drawn
 }
 
 TEST(Random, ConcurrentCallsEachDrawWholeValues) {
   Generator shared(7), serial(7);
   std::vector<uint32_t> a(5000), b(5000);
-  std::thread t1([&] { for (auto& v : a) v = shared.random(); });
-  std::thread t2([&] { for (auto& v : b) v = shared.random(); });
+  std::thread t1([&] {
+    for (auto& v : a) v = shared.random();
+  });
+  std::thread t2([&] {
+    for (auto& v : b) v = shared.random();
+  });
   t1.join();
   t2.join();
   std::vector<uint32_t> got = a, want(10000);

@@ -36,7 +36,8 @@ TEST_P(VarChain, AllDimsAndKeepdimMatchTorch) {
   const std::string c = "var." + GetParam();
   const double tol = GetParam() == "f64" ? 1e-12 : 1e-5;
   Tensor x = leaf(c + ".x"), w1 = leaf(c + ".w1"), w2 = leaf(c + ".w2");
-  Tensor out = x.var() * 2.0 + (x.var({1}, false) * w1).sum() + (x.var({0, -1}, true, true).reshape({5}) * w2).sum();
+  Tensor out =
+      x.var() * 2.0 + (x.var({1}, false) * w1).sum() + (x.var({0, -1}, true, true).reshape({5}) * w2).sum();
   expect_close(out, fx().get(c + ".out"), tol, tol, "out");
   out.backward();
   expect_close(x.grad(), fx().get(c + ".x.grad"), tol, tol, "x.grad");
@@ -108,9 +109,9 @@ TEST(Reduce, LongFloat32RowsMatchTorchClosely) {
 // count that is not a multiple of 8, middle dims) against the same sum done in float64.
 TEST(Reduce, Float32SumPathsMatchAFloat64Reference) {
   const std::vector<std::pair<Shape, Shape>> cases{
-      {{7, 5}, {1}},        {{3, 256}, {1}},      {{2, 257}, {-1}},   {{2, 1000}, {1}},
-      {{1, 70001}, {1}},    {{13, 33}, {0}},      {{1031, 17}, {0}},  {{4, 19, 6}, {1}},
-      {{5, 6, 7}, {0, 2}},  {{3, 4, 5}, {}},      {{2, 300, 3}, {0, 1}}};
+      {{7, 5}, {1}},       {{3, 256}, {1}}, {{2, 257}, {-1}},     {{2, 1000}, {1}},
+      {{1, 70001}, {1}},   {{13, 33}, {0}}, {{1031, 17}, {0}},    {{4, 19, 6}, {1}},
+      {{5, 6, 7}, {0, 2}}, {{3, 4, 5}, {}}, {{2, 300, 3}, {0, 1}}};
   for (const auto& [shape, dims] : cases) {
     Tensor x = randn(shape) + 0.25;
     Tensor got = x.sum(dims);
@@ -219,8 +220,8 @@ TEST(Reduce, LeadingDimSumCopiesNothing) {
   reset_peak_memory_stats();
   Tensor r = x.sum({0});
   EXPECT_LE(memory_stats().peak_bytes - before, 64 * 1024)
-      << "sum over the leading dim of (8192, 256) allocated "
-      << memory_stats().peak_bytes - before << " bytes";
+      << "sum over the leading dim of (8192, 256) allocated " << memory_stats().peak_bytes - before
+      << " bytes";
   EXPECT_EQ(r.shape(), (Shape{256}));
 }
 

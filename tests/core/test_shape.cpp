@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "fixture_reader.h"
 #include "error_message.h"
+#include "fixture_reader.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad::testing {
@@ -57,45 +57,60 @@ using V = const std::vector<Tensor>&;
 
 INSTANTIATE_TEST_SUITE_P(
     Shape, ShapeVsTorch,
-    ::testing::Values(
-        ShapeCase{"cat.dim0", 3, [](V x) { return cat({x[0], x[1], x[2]}, 0); }, "CatBackward0"},
-        ShapeCase{"cat.dim1", 2, [](V x) { return cat({x[0], x[1]}, 1); }, "CatBackward0"},
-        ShapeCase{"cat.dimneg", 2, [](V x) { return cat({x[0], x[1]}, -1); }, "CatBackward0"},
-        ShapeCase{"stack.dim0", 2, [](V x) { return stack({x[0], x[1]}, 0); }, "StackBackward0"},
-        ShapeCase{"stack.dim2", 3, [](V x) { return stack(x, 2); }, "StackBackward0"},
-        ShapeCase{"stack.dimneg", 2, [](V x) { return stack(x, -1); }, "StackBackward0"},
-        ShapeCase{"index_select.dim0", 2, [](V x) { return index_select(x[0], 0, x[1]); },
-                  "IndexSelectBackward0"},
-        ShapeCase{"index_select.dim1", 2, [](V x) { return index_select(x[0], 1, x[1]); },
-                  "IndexSelectBackward0"},
-        ShapeCase{"index_select.last", 2, [](V x) { return index_select(x[0], -1, x[1]); },
-                  "IndexSelectBackward0"},
-        ShapeCase{"masked_fill.same", 2, [](V x) { return x[0].masked_fill(x[1], -1.5); },
-                  "MaskedFillBackward0"},
-        ShapeCase{"masked_fill.bcast_mask", 2, [](V x) { return masked_fill(x[0], x[1], 2.0); },
-                  "MaskedFillBackward0"},
-        ShapeCase{"masked_fill.ninf", 2, [](V x) { return masked_fill(x[0], x[1], -INFINITY); },
-                  "MaskedFillBackward0"},
-        ShapeCase{"masked_fill.bcast_self", 2, [](V x) { return masked_fill(x[0], x[1], 0.5); },
-                  "MaskedFillBackward0"},
-        ShapeCase{"triu.dm1", 1, [](V x) { return triu(x[0], -1); }, "TriuBackward0"},
-        ShapeCase{"triu.d0", 1, [](V x) { return triu(x[0]); }, "TriuBackward0"},
-        ShapeCase{"triu.d1", 1, [](V x) { return triu(x[0], 1); }, "TriuBackward0"},
-        ShapeCase{"triu.d2", 1, [](V x) { return triu(x[0], 2); }, "TriuBackward0"},
-        ShapeCase{"tril.dm1", 1, [](V x) { return tril(x[0], -1); }, "TrilBackward0"},
-        ShapeCase{"tril.d0", 1, [](V x) { return tril(x[0]); }, "TrilBackward0"},
-        ShapeCase{"tril.d1", 1, [](V x) { return tril(x[0], 1); }, "TrilBackward0"},
-        ShapeCase{"tril.d2", 1, [](V x) { return tril(x[0], 2); }, "TrilBackward0"},
-        // the seeds' causal attention: scores = q @ k^T, masked_fill_ in place, softmax
-        ShapeCase{"attention.masked_fill_", 2,
-                  [](V x) {
-                    const int64_t T = x[0].size(-2);
-                    Tensor scores = matmul(x[0], x[1].transpose(-2, -1));
-                    Tensor causal = triu(ones({T, T}), 1).to(kBool);
-                    scores.masked_fill_(causal.slice(0, 0, T).slice(1, 0, T), -INFINITY);
-                    return softmax(scores / std::sqrt(double(x[1].size(-1))), -1);
-                  },
-                  "SoftmaxBackward0"}),
+    ::testing::Values(ShapeCase{"cat.dim0", 3,
+                                [](V x) {
+                                  return cat({x[0], x[1], x[2]}, 0);
+                                },
+                                "CatBackward0"},
+                      ShapeCase{"cat.dim1", 2,
+                                [](V x) {
+                                  return cat({x[0], x[1]}, 1);
+                                },
+                                "CatBackward0"},
+                      ShapeCase{"cat.dimneg", 2,
+                                [](V x) {
+                                  return cat({x[0], x[1]}, -1);
+                                },
+                                "CatBackward0"},
+                      ShapeCase{"stack.dim0", 2,
+                                [](V x) {
+                                  return stack({x[0], x[1]}, 0);
+                                },
+                                "StackBackward0"},
+                      ShapeCase{"stack.dim2", 3, [](V x) { return stack(x, 2); }, "StackBackward0"},
+                      ShapeCase{"stack.dimneg", 2, [](V x) { return stack(x, -1); }, "StackBackward0"},
+                      ShapeCase{"index_select.dim0", 2, [](V x) { return index_select(x[0], 0, x[1]); },
+                                "IndexSelectBackward0"},
+                      ShapeCase{"index_select.dim1", 2, [](V x) { return index_select(x[0], 1, x[1]); },
+                                "IndexSelectBackward0"},
+                      ShapeCase{"index_select.last", 2, [](V x) { return index_select(x[0], -1, x[1]); },
+                                "IndexSelectBackward0"},
+                      ShapeCase{"masked_fill.same", 2, [](V x) { return x[0].masked_fill(x[1], -1.5); },
+                                "MaskedFillBackward0"},
+                      ShapeCase{"masked_fill.bcast_mask", 2, [](V x) { return masked_fill(x[0], x[1], 2.0); },
+                                "MaskedFillBackward0"},
+                      ShapeCase{"masked_fill.ninf", 2, [](V x) { return masked_fill(x[0], x[1], -INFINITY); },
+                                "MaskedFillBackward0"},
+                      ShapeCase{"masked_fill.bcast_self", 2, [](V x) { return masked_fill(x[0], x[1], 0.5); },
+                                "MaskedFillBackward0"},
+                      ShapeCase{"triu.dm1", 1, [](V x) { return triu(x[0], -1); }, "TriuBackward0"},
+                      ShapeCase{"triu.d0", 1, [](V x) { return triu(x[0]); }, "TriuBackward0"},
+                      ShapeCase{"triu.d1", 1, [](V x) { return triu(x[0], 1); }, "TriuBackward0"},
+                      ShapeCase{"triu.d2", 1, [](V x) { return triu(x[0], 2); }, "TriuBackward0"},
+                      ShapeCase{"tril.dm1", 1, [](V x) { return tril(x[0], -1); }, "TrilBackward0"},
+                      ShapeCase{"tril.d0", 1, [](V x) { return tril(x[0]); }, "TrilBackward0"},
+                      ShapeCase{"tril.d1", 1, [](V x) { return tril(x[0], 1); }, "TrilBackward0"},
+                      ShapeCase{"tril.d2", 1, [](V x) { return tril(x[0], 2); }, "TrilBackward0"},
+                      // the seeds' causal attention: scores = q @ k^T, masked_fill_ in place, softmax
+                      ShapeCase{"attention.masked_fill_", 2,
+                                [](V x) {
+                                  const int64_t T = x[0].size(-2);
+                                  Tensor scores = matmul(x[0], x[1].transpose(-2, -1));
+                                  Tensor causal = triu(ones({T, T}), 1).to(kBool);
+                                  scores.masked_fill_(causal.slice(0, 0, T).slice(1, 0, T), -INFINITY);
+                                  return softmax(scores / std::sqrt(double(x[1].size(-1))), -1);
+                                },
+                                "SoftmaxBackward0"}),
     [](const ::testing::TestParamInfo<ShapeCase>& info) {
       std::string s;
       for (char ch : info.param.name) s += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
@@ -150,8 +165,8 @@ TEST(Shape, SplitPiecesCarryGradients) {
 }
 
 TEST(Shape, CatStackOtherDtypesAndLayouts) {
-  Tensor a = arange(6).reshape({2, 3});                        // int64
-  Tensor b = arange(6, 12).reshape({3, 2}).t();                // non-contiguous (2, 3)
+  Tensor a = arange(6).reshape({2, 3});          // int64
+  Tensor b = arange(6, 12).reshape({3, 2}).t();  // non-contiguous (2, 3)
   EXPECT_EQ(cat({a, b}, 1).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 1, 2, 6, 8, 10, 3, 4, 5, 7, 9, 11}));
   EXPECT_EQ(stack({a, b}, 1).shape(), (Shape{2, 2, 3}));
@@ -160,8 +175,7 @@ TEST(Shape, CatStackOtherDtypesAndLayouts) {
   // torch skips legacy 1-D empty tensors when concatenating higher-dim ones
   EXPECT_EQ(cat({a, zeros({0}, kInt64), a}, 0).shape(), (Shape{4, 3}));
   // a single scalar list element
-  EXPECT_EQ(stack({scalar_tensor(1.0), scalar_tensor(2.0)}).to_vector<float>(),
-            (std::vector<float>{1, 2}));
+  EXPECT_EQ(stack({scalar_tensor(1.0), scalar_tensor(2.0)}).to_vector<float>(), (std::vector<float>{1, 2}));
   Tensor m = tensor({true, false});
   EXPECT_EQ(cat({m, m}).to_vector<bool>(), (std::vector<bool>{true, false, true, false}));
 }
@@ -175,11 +189,10 @@ TEST(Shape, IndexSelectIsTheEmbeddingLookup) {
   // token 2 appears three times: its row accumulates three gradients
   EXPECT_EQ(weight.grad().to_vector<float>(), (std::vector<float>{1, 1, 1, 0, 0, 0, 3, 3, 3, 0, 0, 0}));
   // non-contiguous source, int64 source, 0-d index
-  Tensor t = arange(0, 12, 1, kFloat32).reshape({3, 4}).t();   // (4, 3)
+  Tensor t = arange(0, 12, 1, kFloat32).reshape({3, 4}).t();  // (4, 3)
   EXPECT_EQ(index_select(t, 1, tensor({2, 0})).to_vector<float>(),
             (std::vector<float>{8, 0, 9, 1, 10, 2, 11, 3}));
-  EXPECT_EQ(index_select(arange(5), 0, tensor({4, 4})).to_vector<int64_t>(),
-            (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(index_select(arange(5), 0, tensor({4, 4})).to_vector<int64_t>(), (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(index_select(arange(5), 0, scalar_tensor(3, kInt64)).shape(), (Shape{1}));
   EXPECT_EQ(index_select(t, 0, zeros({0}, kInt64)).shape(), (Shape{0, 3}));
 }

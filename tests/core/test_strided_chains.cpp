@@ -16,8 +16,8 @@ namespace xgrad::testing::act_nn {
 
 // defined in test_activation.cpp
 void check_fixture_case(const Fixture& fx, const std::string& name, int n_inputs,
-                        const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                        double rtol = 1e-5, double atol = 1e-6);
+                        const std::function<Tensor(const std::vector<Tensor>&)>& fn, double rtol = 1e-5,
+                        double atol = 1e-6);
 const Fixture& activation_nn_fixture();
 
 namespace {
@@ -28,8 +28,9 @@ TEST(StridedChains, SoftmaxAndLogSoftmaxMatchTorch) {
   const Fixture& fx = activation_nn_fixture();
   check_fixture_case(fx, "strided_softmax_t", 1,
                      [](const V& x) { return softmax(x[0], -1).transpose(0, 2); });
-  check_fixture_case(fx, "strided_log_softmax_cat", 2,
-                     [](const V& x) { return cat({log_softmax(x[0], -1), x[1]}, -1); });
+  check_fixture_case(fx, "strided_log_softmax_cat", 2, [](const V& x) {
+    return cat({log_softmax(x[0], -1), x[1]}, -1);
+  });
   check_fixture_case(fx, "strided_softmax_sum0", 1,
                      [](const V& x) { return softmax(x[0], -1).sum({0}) * 1.5; });
 }
@@ -45,12 +46,13 @@ TEST(StridedChains, LayerNormAndGeluMatchTorch) {
 
 TEST(StridedChains, AttentionMatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
-  check_fixture_case(fx, "strided_sdpa_heads_t", 3, [](const V& x) {
-    return scaled_dot_product_attention(x[0], x[1], x[2], 0.0, true).transpose(1, 2);
-  }, 1e-10, 1e-12);
-  check_fixture_case(fx, "strided_sdpa_sum_rows", 3, [](const V& x) {
-    return scaled_dot_product_attention(x[0], x[1], x[2]).sum({-2});
-  }, 1e-10, 1e-12);
+  check_fixture_case(
+      fx, "strided_sdpa_heads_t", 3,
+      [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], 0.0, true).transpose(1, 2); },
+      1e-10, 1e-12);
+  check_fixture_case(
+      fx, "strided_sdpa_sum_rows", 3,
+      [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]).sum({-2}); }, 1e-10, 1e-12);
 }
 
 // An identity op that records the layout of the gradient it is handed and passes that very

@@ -36,12 +36,12 @@ TEST(Views, ShareStorageAndCopyNothing) {
   EXPECT_EQ(x.unsqueeze(1).data_ptr<float>(), p);
   EXPECT_EQ(x.unsqueeze(0).squeeze().data_ptr<float>(), p);
   EXPECT_EQ(x.slice(0, 0, 1).expand({5, 3, 4}).data_ptr<float>(), p);
-  EXPECT_EQ(x.contiguous().data_ptr<float>(), p);   // already contiguous: the same tensor
+  EXPECT_EQ(x.contiguous().data_ptr<float>(), p);  // already contiguous: the same tensor
   EXPECT_EQ(x.detach().data_ptr<float>(), p);
   for (const Tensor& v : {x.view({24}), x.transpose(0, 1), x.select(2, 3), x.expand({2, 2, 3, 4})})
     EXPECT_TRUE(shares_storage(v, x));
   // a write through a view is seen by the base, and bumps the shared version counter
-  Tensor v = x.select(0, 1).select(0, 0);   // x[1][0]
+  Tensor v = x.select(0, 1).select(0, 0);  // x[1][0]
   const uint64_t before = x.version();
   v.fill_(-1.0);
   EXPECT_EQ(x.version(), before + 1);
@@ -70,11 +70,11 @@ TEST(Views, StridesLikeTorch) {
 
 TEST(Views, ViewOfANonContiguousTensorThrowsAHelpfulMessage) {
   Tensor x = iota({2, 3, 4});
-  Tensor t = x.transpose(1, 2);   // (2, 4, 3), strides (12, 1, 4)
+  Tensor t = x.transpose(1, 2);  // (2, 4, 3), strides (12, 1, 4)
   std::string m = error_of([&] { t.view({2, 12}); });
   EXPECT_MESSAGE_HAS(m, "view");
-  EXPECT_MESSAGE_HAS(m, "[2, 4, 3]");    // shape
-  EXPECT_MESSAGE_HAS(m, "[12, 1, 4]");   // strides
+  EXPECT_MESSAGE_HAS(m, "[2, 4, 3]");   // shape
+  EXPECT_MESSAGE_HAS(m, "[12, 1, 4]");  // strides
   EXPECT_MESSAGE_HAS(m, ".contiguous()");
   EXPECT_MESSAGE_HAS(m, ".reshape(");
   // but views that keep the non-contiguous dims apart are fine (torch allows them too)
@@ -93,11 +93,11 @@ TEST(Views, ReshapeCopiesOnlyWhenNeeded) {
   Tensor x = iota({3, 4});
   Tensor r = x.reshape({2, 6});
   EXPECT_TRUE(shares_storage(r, x));
-  Tensor t = x.t();                 // (4, 3) non-contiguous
-  Tensor c = t.reshape({12});       // must copy
+  Tensor t = x.t();            // (4, 3) non-contiguous
+  Tensor c = t.reshape({12});  // must copy
   EXPECT_FALSE(shares_storage(c, x));
   EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
-  EXPECT_TRUE(shares_storage(t.reshape({4, 3, 1}), x));   // representable: no copy
+  EXPECT_TRUE(shares_storage(t.reshape({4, 3, 1}), x));  // representable: no copy
   EXPECT_TRUE(shares_storage(t.flatten(0, 0), x));
   EXPECT_FALSE(shares_storage(t.flatten(), x));
   Tensor nc = t.contiguous();
@@ -120,12 +120,12 @@ TEST(Views, InferredSizesAndFlatten) {
 }
 
 TEST(Views, ValuesOfSliceSelectNarrowPermute) {
-  Tensor x = iota({3, 4});   // [[0..3], [4..7], [8..11]]
+  Tensor x = iota({3, 4});  // [[0..3], [4..7], [8..11]]
   EXPECT_EQ(x.slice(1, 1, 3).to_vector<float>(), (std::vector<float>{1, 2, 5, 6, 9, 10}));
   EXPECT_EQ(x.slice(1, 0, 4, 3).to_vector<float>(), (std::vector<float>{0, 3, 4, 7, 8, 11}));
   EXPECT_EQ(x.slice(0, -2, 100).to_vector<float>(), (std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_EQ(x.slice(1, -1, 4).to_vector<float>(), (std::vector<float>{3, 7, 11}));  // x[:, -1:]
-  EXPECT_EQ(x.slice(0, 2, 1).shape(), (Shape{0, 4}));  // empty like Python
+  EXPECT_EQ(x.slice(0, 2, 1).shape(), (Shape{0, 4}));                               // empty like Python
   EXPECT_EQ(x.select(1, -1).to_vector<float>(), (std::vector<float>{3, 7, 11}));
   EXPECT_EQ(x.select(0, 1).to_vector<float>(), (std::vector<float>{4, 5, 6, 7}));
   EXPECT_EQ(x.narrow(0, 1, 2).to_vector<float>(), (std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11}));
@@ -151,11 +151,11 @@ TEST(Views, UnsqueezeSqueezeExpand) {
   Tensor y = zeros({1, 2, 1, 3, 1});
   EXPECT_EQ(y.squeeze().shape(), (Shape{2, 3}));
   EXPECT_EQ(y.squeeze(2).shape(), (Shape{1, 2, 3, 1}));
-  EXPECT_EQ(y.squeeze(1).shape(), (Shape{1, 2, 1, 3, 1}));   // size 2: unchanged, like torch
+  EXPECT_EQ(y.squeeze(1).shape(), (Shape{1, 2, 1, 3, 1}));  // size 2: unchanged, like torch
   EXPECT_EQ(y.squeeze(-1).shape(), (Shape{1, 2, 1, 3}));
   EXPECT_EQ(scalar_tensor(1.0).squeeze().shape(), (Shape{}));
   EXPECT_EQ(scalar_tensor(1.0).unsqueeze(0).shape(), (Shape{1}));
-  Tensor col = tensor({1.0, 2.0}).unsqueeze(1);   // (2, 1)
+  Tensor col = tensor({1.0, 2.0}).unsqueeze(1);  // (2, 1)
   Tensor e = col.expand({2, 3});
   EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{1, 1, 1, 2, 2, 2}));
   EXPECT_EQ(col.expand({4, -1, 3}).shape(), (Shape{4, 2, 3}));

@@ -137,7 +137,8 @@ TEST(Collectives, ClearErrors) {
   EXPECT_MESSAGE_HAS(error_of([&] { dist::all_reduce(flags); }), "all_reduce: dtype bool");
   EXPECT_MESSAGE_HAS(error_of([&] { dist::broadcast(flags, 0); }), "float32, float64 or int64");
   Tensor ints = xgrad::zeros({2}, DType::Int64);
-  EXPECT_MESSAGE_HAS(error_of([&] { dist::all_reduce(ints, dist::ReduceOp::Avg); }), "ReduceOp::Avg needs a floating-point");
+  EXPECT_MESSAGE_HAS(error_of([&] { dist::all_reduce(ints, dist::ReduceOp::Avg); }),
+                     "ReduceOp::Avg needs a floating-point");
   Tensor f = xgrad::zeros({2});
   EXPECT_MESSAGE_HAS(error_of([&] { dist::broadcast(f, n); }), "src rank");
   EXPECT_MESSAGE_HAS(error_of([&] { dist::broadcast(f, -1); }), "out of range");

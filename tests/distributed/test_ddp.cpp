@@ -24,8 +24,13 @@ using xgrad::nn::GPTModel;
 namespace {
 
 GPTConfig small_config(double drop_rate) {
-  return {.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2, .n_layers = 2,
-          .drop_rate = drop_rate, .qkv_bias = false};
+  return {.vocab_size = 32,
+          .context_length = 8,
+          .emb_dim = 16,
+          .n_heads = 2,
+          .n_layers = 2,
+          .drop_rate = drop_rate,
+          .qkv_bias = false};
 }
 
 std::shared_ptr<GPTModel> make_model(uint64_t seed, double drop_rate = 0.0) {
@@ -103,8 +108,7 @@ TEST(DistributedDataParallel, BroadcastsRankZeroWeightsAndBuffers) {
     auto model2 = make_model(100);
     dist::DistributedDataParallel again(model2);
   }
-  for (const auto& b : model->buffers())
-    EXPECT_TRUE(same_on_every_rank(b.to(xgrad::kInt64)));
+  for (const auto& b : model->buffers()) EXPECT_TRUE(same_on_every_rank(b.to(xgrad::kInt64)));
   // torch's names: the module is the child "module"
   EXPECT_EQ(ddp->named_parameters().front().first, "module." + model->named_parameters().front().first);
 }
@@ -221,10 +225,11 @@ TEST(DistributedDataParallel, ShardsOfTheGlobalBatchTrainLikeOneProcess) {
     worst_element = std::max(worst_element, elementwise_rel_diff(params[i], ref_params[i], 1e-2));
   }
   if (dist::get_rank() == 0)
-    std::printf("[equivalence] %d ranks vs 1 process, 50 AdamW steps: worst relative difference "
-                "%.3g (per-step loss), %.3g (final parameters, max|a-b| / max|b| per tensor); "
-                "element by element |a-b| / max(|b|, 1e-2): %.3g\n",
-                dist::get_world_size(), worst_loss, worst_param, worst_element);
+    std::printf(
+        "[equivalence] %d ranks vs 1 process, 50 AdamW steps: worst relative difference "
+        "%.3g (per-step loss), %.3g (final parameters, max|a-b| / max|b| per tensor); "
+        "element by element |a-b| / max(|b|, 1e-2): %.3g\n",
+        dist::get_world_size(), worst_loss, worst_param, worst_element);
   EXPECT_LE(worst_loss, 1e-5);
   EXPECT_LE(worst_param, 1e-5);
 }

@@ -22,9 +22,13 @@ TEST(TorchDDP, TwoRanksMatchTorchGloo) {
   auto fx = xgrad::testing::read_fixture(XGRAD_FIXTURES_DIR "/torch_ddp.txt");
   // torch.manual_seed(11); GPTModel(SMALL): xgrad's init draws the same weights
   xgrad::manual_seed(11);
-  auto model = std::make_shared<xgrad::nn::GPTModel>(xgrad::nn::GPTConfig{
-      .vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2, .n_layers = 2,
-      .drop_rate = 0.0, .qkv_bias = false});
+  auto model = std::make_shared<xgrad::nn::GPTModel>(xgrad::nn::GPTConfig{.vocab_size = 32,
+                                                                          .context_length = 8,
+                                                                          .emb_dim = 16,
+                                                                          .n_heads = 2,
+                                                                          .n_layers = 2,
+                                                                          .drop_rate = 0.0,
+                                                                          .qkv_bias = false});
   dist::DistributedDataParallel ddp(model);
   xgrad::optim::AdamW opt(model->parameters(), {.lr = 3e-3, .weight_decay = 0.1});
   const int64_t rank = dist::get_rank();
@@ -48,6 +52,8 @@ TEST(TorchDDP, TwoRanksMatchTorchGloo) {
     worst_param = std::max(worst_param, (p - want).abs().max().item() / want.abs().max().item());
   }
   if (rank == 0)
-    std::printf("[torch DDP] 2 ranks, 10 AdamW steps: worst relative difference %.3g (loss), "
-                "%.3g (parameters, max|a-b| / max|b| per tensor)\n", worst_loss, worst_param);
+    std::printf(
+        "[torch DDP] 2 ranks, 10 AdamW steps: worst relative difference %.3g (loss), "
+        "%.3g (parameters, max|a-b| / max|b| per tensor)\n",
+        worst_loss, worst_param);
 }

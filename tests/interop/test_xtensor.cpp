@@ -66,9 +66,9 @@ TEST(XtensorToTensor, SharedPtrSharesMemoryBothWaysAndKeepsTheArrayAlive) {
   EXPECT_EQ(t.data_ptr<float>(), p);
   expect_same_2d(t, *a);
 
-  (*a)(1, 2) = 50.f;             // numpy side -> tensor
+  (*a)(1, 2) = 50.f;  // numpy side -> tensor
   EXPECT_EQ(at(t, 1, 2), 50.0);
-  t.select(0, 0).fill_(-1.0);    // tensor side -> numpy
+  t.select(0, 0).fill_(-1.0);  // tensor side -> numpy
   EXPECT_EQ((*a)(0, 1), -1.f);
   EXPECT_EQ((*a)(1, 0), 3.f);
 
@@ -238,7 +238,7 @@ TEST(TensorToXtensor, SharesMemoryWithAnyStrides) {
     for (std::size_t j = 0; j < 3; ++j) EXPECT_EQ(v(i, j), at(t, j, i));
   v(3, 1) = -5.f;  // xtensor side -> tensor
   EXPECT_EQ(at(t, 1, 3), -5.0);
-  t.fill_(2.0);    // tensor side -> xtensor
+  t.fill_(2.0);  // tensor side -> xtensor
   EXPECT_EQ(v(0, 0), 2.f);
 
   Tensor s = arange(20, kFloat64).view({4, 5}).slice(1, 1, 5, 2);  // cols 1, 3
@@ -316,12 +316,10 @@ TEST_P(MatmulVsXtensorBlas, SameProductAsLinalgDot) {
   const MatmulCase c = GetParam();
   xt::random::seed(7 + c.m + 31 * c.k + 977 * c.n);
   // stored layouts; A and B are what gets multiplied
-  auto a_store = std::make_shared<xt::xarray<float>>(
-      xt::random::randn<float>(c.a_transposed ? std::vector<std::size_t>{c.k, c.m}
-                                              : std::vector<std::size_t>{c.m, c.k}));
-  auto b_store = std::make_shared<xt::xarray<float>>(
-      xt::random::randn<float>(c.b_transposed ? std::vector<std::size_t>{c.n, c.k}
-                                              : std::vector<std::size_t>{c.k, c.n}));
+  auto a_store = std::make_shared<xt::xarray<float>>(xt::random::randn<float>(
+      c.a_transposed ? std::vector<std::size_t>{c.k, c.m} : std::vector<std::size_t>{c.m, c.k}));
+  auto b_store = std::make_shared<xt::xarray<float>>(xt::random::randn<float>(
+      c.b_transposed ? std::vector<std::size_t>{c.n, c.k} : std::vector<std::size_t>{c.k, c.n}));
   xt::xarray<float> A = c.a_transposed ? xt::xarray<float>(xt::transpose(*a_store)) : *a_store;
   xt::xarray<float> B = c.b_transposed ? xt::xarray<float>(xt::transpose(*b_store)) : *b_store;
   xt::xarray<float> expected = xt::linalg::dot(A, B);  // OpenBLAS sgemm on contiguous copies

@@ -28,8 +28,8 @@ NamedTensors sample_tensors() {
   Tensor scalar = xgrad::scalar_tensor(1.5);
   Tensor empty = xgrad::zeros({0, 4});
   Tensor wt = w.t();  // non-contiguous: written as its contiguous copy
-  return {{"w", w}, {"d", d}, {"ids", ids}, {"mask", mask}, {"scalar", scalar},
-          {"empty", empty}, {"w_t", wt}};
+  return {{"w", w},           {"d", d},         {"ids", ids}, {"mask", mask},
+          {"scalar", scalar}, {"empty", empty}, {"w_t", wt}};
 }
 
 void expect_same(const Tensor& a, const Tensor& b, const std::string& name) {
@@ -76,8 +76,7 @@ TEST(Safetensors, RoundTripAllDtypesAndMetadata) {
 
 TEST(Safetensors, LayoutMatchesTheSpec) {
   TempDir tmp;
-  save_safetensors(tmp / "b.safetensors",
-                   {{"x", xgrad::from_vector(std::vector<float>{1, 2, 3}, {3})}}, {});
+  save_safetensors(tmp / "b.safetensors", {{"x", xgrad::from_vector(std::vector<float>{1, 2, 3}, {3})}}, {});
   std::string bytes = slurp(tmp / "b.safetensors");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -148,14 +147,14 @@ TEST(Safetensors, RejectsEveryCorruption) {
         {"'x'", "8 bytes", "need 12"});
   check(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data),
         {"invalid data_offsets"});
-  check(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
-        {"invalid shape"});
+  check(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), {"invalid shape"});
   check(make_file(R"({"x":{"dtype":"F32","shape":[2]}})", data), {"no data_offsets"});
   check(make_file(R"({"x":{"shape":[2],"data_offsets":[0,8]}})", data), {"no dtype"});
   check(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}})", data),
         {"unknown field"});
   check(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data),
+                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                  data),
         {"'a'", "'b'", "overlap"});
   check(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data),
         {"gap of 4 bytes", "'x'"});
@@ -176,7 +175,8 @@ TEST(Safetensors, RejectsEveryCorruption) {
   // ... and truncating it by one byte is caught too
   check(slurp(tmp / "good.safetensors").substr(0, bytes.size() - 1), {"truncated"});
 
-  expect_error([&] { load_safetensors(tmp / "missing.safetensors"); }, {"missing.safetensors", "no such file"});
+  expect_error([&] { load_safetensors(tmp / "missing.safetensors"); },
+               {"missing.safetensors", "no such file"});
   expect_error([&] { load_safetensors(tmp.path); }, {"is a directory"});
 }
 
@@ -199,8 +199,11 @@ TEST(Safetensors, InterruptedWriteKeepsThePreviousFile) {
 
   // the disk "fills up" after 100 bytes of the new file
   inject_write_failure_after(100);
-  expect_error([&] { save_safetensors(p, {{"x", xgrad::full({64}, 2.0)}}, {{"version", "new"}}); },
-               {"injected failure", ".tmp."});
+  expect_error(
+      [&] {
+        save_safetensors(p, {{"x", xgrad::full({64}, 2.0)}}, {{"version", "new"}});
+      },
+      {"injected failure", ".tmp."});
   inject_write_failure_after(-1);
   EXPECT_EQ(slurp(p), before);
   EXPECT_EQ(load_safetensors(p).metadata.at("version"), "old");
@@ -209,8 +212,11 @@ TEST(Safetensors, InterruptedWriteKeepsThePreviousFile) {
 
   // a directory that cannot hold files (its "parent" is a regular file)
   spit(tmp / "plain_file", "x");
-  expect_error([&] { save_safetensors(tmp / "plain_file" / "m.safetensors", {{"x", xgrad::zeros({1})}}); },
-               {"cannot create", "plain_file"});
+  expect_error(
+      [&] {
+        save_safetensors(tmp / "plain_file" / "m.safetensors", {{"x", xgrad::zeros({1})}});
+      },
+      {"cannot create", "plain_file"});
 
   // after a successful write the new content is in place
   save_safetensors(p, {{"x", xgrad::full({64}, 2.0)}}, {{"version", "new"}});
@@ -223,8 +229,7 @@ TEST(FsUtil, Crc32AndBase64) {
   std::string long_text(1000, 'a');
   for (std::size_t i = 0; i < long_text.size(); ++i) long_text[i] = static_cast<char>(i * 7);
   // chaining = one pass
-  EXPECT_EQ(crc32(long_text.data() + 13, 987, crc32(long_text.data(), 13)),
-            crc32(long_text.data(), 1000));
+  EXPECT_EQ(crc32(long_text.data() + 13, 987, crc32(long_text.data(), 13)), crc32(long_text.data(), 1000));
   for (std::size_t n : {0, 1, 2, 3, 4, 5, 100, 5056}) {
     std::vector<uint8_t> b(n);
     for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 31 + 7);

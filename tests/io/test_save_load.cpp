@@ -73,8 +73,11 @@ TEST(SaveLoad, ABadModelFileChangesNothing) {
   expect_error([&] { a.load_state_dict(path); }, {"load_state_dict", "weight", "[2, 5]"});
   EXPECT_EQ(values(a), before);
   expect_error([&] { a.load_state_dict(tmp / "missing.safetensors"); }, {"no such file"});
-  expect_error([] { nn::StateDict::from({{"w", zeros({1})}, {"w", zeros({1})}}); },
-               {"StateDict::from", "'w' appears twice"});
+  expect_error(
+      [] {
+        nn::StateDict::from({{"w", zeros({1})}, {"w", zeros({1})}});
+      },
+      {"StateDict::from", "'w' appears twice"});
 }
 
 TEST(SaveLoad, OptimizerStateRoundTripContinuesBitForBit) {
@@ -149,17 +152,30 @@ TEST(SaveLoad, ABadOptimizerFileChangesNothing) {
     std::vector<std::string> message;
   };
   const std::vector<Case> cases{
-      {"a non-number option", [](auto&, auto& m) { m["param_groups.0.lr"] = "0.01x"; }, {"'param_groups.0.lr' is not a number"}},
+      {"a non-number option",
+       [](auto&, auto& m) { m["param_groups.0.lr"] = "0.01x"; },
+       {"'param_groups.0.lr' is not a number"}},
       {"no params", [](auto&, auto& m) { m.erase("param_groups.0.params"); }, {"no 'param_groups.0.params'"}},
-      {"bad params", [](auto&, auto& m) { m["param_groups.0.params"] = "0,,1"; }, {"not a list of parameter indices"}},
+      {"bad params",
+       [](auto&, auto& m) { m["param_groups.0.params"] = "0,,1"; },
+       {"not a list of parameter indices"}},
       {"a group too many", [](auto&, auto& m) { m["param_groups.1.lr"] = "1"; }, {"names no param group"}},
       {"no type", [](auto&, auto& m) { m.erase("optimizer"); }, {"metadata has no 'optimizer'"}},
-      {"another type", [](auto&, auto& m) { m["optimizer"] = "SGD"; }, {"state dict from SGD loaded into Adam"}},
-      {"an unknown option", [](auto&, auto& m) { m["param_groups.0.momentum"] = "0.9"; }, {"unknown option 'momentum'"}},
-      {"a stray tensor", [](auto& t, auto&) { t.emplace_back("moment", zeros({1})); }, {"unexpected tensor 'moment'"}},
-      {"a mis-shaped moment", [](auto& t, auto&) {
-         for (auto& [n, x] : t) if (n == "state.0.exp_avg") x = zeros({3, 2});
-       }, {"'exp_avg' of parameter 0 has shape [3, 2]"}},
+      {"another type",
+       [](auto&, auto& m) { m["optimizer"] = "SGD"; },
+       {"state dict from SGD loaded into Adam"}},
+      {"an unknown option",
+       [](auto&, auto& m) { m["param_groups.0.momentum"] = "0.9"; },
+       {"unknown option 'momentum'"}},
+      {"a stray tensor",
+       [](auto& t, auto&) { t.emplace_back("moment", zeros({1})); },
+       {"unexpected tensor 'moment'"}},
+      {"a mis-shaped moment",
+       [](auto& t, auto&) {
+         for (auto& [n, x] : t)
+           if (n == "state.0.exp_avg") x = zeros({3, 2});
+       },
+       {"'exp_avg' of parameter 0 has shape [3, 2]"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

@@ -48,13 +48,11 @@ TEST(Attention, SelfAttentionMatchesTorch) {
 }
 
 TEST(Attention, CausalAttentionMatchesTorch) {
-  check_against_torch("causal_attention",
-                      [] { return std::make_shared<CausalAttention>(3, 2, 6, 0.0); });
+  check_against_torch("causal_attention", [] { return std::make_shared<CausalAttention>(3, 2, 6, 0.0); });
 }
 
 TEST(Attention, WrapperMatchesTorchAndSeed001) {
-  check_against_torch("wrapper",
-                      [] { return std::make_shared<MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2); });
+  check_against_torch("wrapper", [] { return std::make_shared<MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2); });
   // seed 001 prints, for the first token of the first batch: -0.4519, 0.2216, 0.4772, 0.1063
   auto row = fixture().get("wrapper.out")[0][0].to_vector<float>();
   EXPECT_NEAR(row[0], -0.4519, 1e-4);
@@ -63,8 +61,7 @@ TEST(Attention, WrapperMatchesTorchAndSeed001) {
 
 TEST(Attention, MultiHeadAttentionMatchesTorch) {
   check_against_torch("mha", [] { return std::make_shared<MultiHeadAttention>(6, 6, 8, 0.0, 2); });
-  check_against_torch("mha_bias",
-                      [] { return std::make_shared<MultiHeadAttention>(6, 4, 5, 0.0, 2, true); });
+  check_against_torch("mha_bias", [] { return std::make_shared<MultiHeadAttention>(6, 4, 5, 0.0, 2, true); });
 }
 
 // The wrapper's heads stacked into MHA's projections give the same attention; with out_proj
@@ -102,8 +99,8 @@ TEST(Attention, WrapperEqualsMultiHeadAttentionWithCopiedWeights) {
     auto head = wrapper.heads->at<CausalAttention>(h);
     expect_close(head->W_query->weight.grad(), mha.W_query->weight.grad().narrow(0, h * head_dim, head_dim),
                  1e-5, 1e-5, "W_query grad of head " + std::to_string(h));
-    expect_close(head->W_value->bias.grad(), mha.W_value->bias.grad().narrow(0, h * head_dim, head_dim),
-                 1e-5, 1e-5, "W_value bias grad of head " + std::to_string(h));
+    expect_close(head->W_value->bias.grad(), mha.W_value->bias.grad().narrow(0, h * head_dim, head_dim), 1e-5,
+                 1e-5, "W_value bias grad of head " + std::to_string(h));
   }
 }
 
@@ -118,7 +115,7 @@ TEST(Attention, MHLinearEqualsTheQueryProjectionSplitIntoHeads) {
     mha.W_query->weight.copy_(mhl.weights.view({d_in, heads * d_k}).t());
   }
   Tensor x = randn({2, 5, d_in});
-  Tensor a = mhl(x);                                                  // (B, H, N, d_k)
+  Tensor a = mhl(x);  // (B, H, N, d_k)
   Tensor b = (*mha.W_query)(x).view({2, 5, heads, d_k}).transpose(1, 2);
   expect_close(a, b, 1e-6, 1e-6, "MHLinear vs W_query");
   EXPECT_TRUE(a.is_contiguous());
@@ -207,15 +204,15 @@ TEST(Attention, NamesBuffersAndPrinting) {
 Tensor composed_mha_forward(MultiHeadAttention& mha, const Tensor& x) {
   auto [b, T, d_in] = x.shape3();
   const int64_t H = mha.num_heads, D = mha.head_dim;
-  Tensor keys = mha.W_key(x).view({b, T, H, D}).transpose(1, 2);          // (b, H, T, D)
+  Tensor keys = mha.W_key(x).view({b, T, H, D}).transpose(1, 2);  // (b, H, T, D)
   Tensor queries = mha.W_query(x).view({b, T, H, D}).transpose(1, 2);
   Tensor values = mha.W_value(x).view({b, T, H, D}).transpose(1, 2);
-  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));               // (b, H, T, T)
+  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));  // (b, H, T, T)
   attn_scores.masked_fill_(mha.mask.slice(0, 0, T).slice(1, 0, T), -INFINITY);
   Tensor attn_weights = softmax(attn_scores / std::sqrt(double(D)), -1);
   attn_weights = mha.dropout(attn_weights);
   Tensor context_vec = matmul(attn_weights, values).transpose(1, 2).contiguous().view({b, T, mha.d_out});
-  return mha.out_proj(context_vec);                                         // (b, T, d_out)
+  return mha.out_proj(context_vec);  // (b, T, d_out)
 }
 
 TEST(Attention, FusedForwardEqualsTheComposedOne) {

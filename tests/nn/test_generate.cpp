@@ -14,12 +14,15 @@ namespace {
 
 using xgrad::testing::expect_error;
 
-const GPTConfig kCfg{.vocab_size = 40, .context_length = 12, .emb_dim = 32, .n_heads = 4,
-                     .n_layers = 2, .drop_rate = 0.1, .qkv_bias = true};
+const GPTConfig kCfg{.vocab_size = 40,
+                     .context_length = 12,
+                     .emb_dim = 32,
+                     .n_heads = 4,
+                     .n_layers = 2,
+                     .drop_rate = 0.1,
+                     .qkv_bias = true};
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max(abs(a - b)).item();
-}
+double max_abs_diff(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item(); }
 
 // Every step's (b, vocab) logits of one generate() call.
 std::vector<Tensor> logits_of(GPTModel& model, const Tensor& idx, int64_t n, GenerateOptions o,

@@ -21,8 +21,13 @@ using xgrad::testing::Fixture;
 using xgrad::testing::read_fixture;
 
 // vocab 32, context 8, emb 16, 2 heads, 2 layers, no dropout (gen_gpt.py's SMALL)
-const GPTConfig kSmall{.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2,
-                       .n_layers = 2, .drop_rate = 0.0, .qkv_bias = false};
+const GPTConfig kSmall{.vocab_size = 32,
+                       .context_length = 8,
+                       .emb_dim = 16,
+                       .n_heads = 2,
+                       .n_layers = 2,
+                       .drop_rate = 0.0,
+                       .qkv_bias = false};
 
 const Fixture& fixture() {
   static Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/gpt.txt");
@@ -173,7 +178,7 @@ TEST(GPT, LoadStateDictErrorListsEverythingAndLeavesModelUnchanged) {
   bad.erase("trf_blocks.1.norm2.bias");
   bad.insert("trf_blocks.0.norm1.scale", ones({16}));  // Raschka's name
   bad.at("out_head.weight") = zeros({16, 32});
-  bad.at("tok_emb.weight") = zeros({32, 16});          // fine, but must not be loaded
+  bad.at("tok_emb.weight") = zeros({32, 16});  // fine, but must not be loaded
   std::string msg = message_of([&] { model.load_state_dict(bad); });
   EXPECT_NE(msg.find("GPTModel"), std::string::npos) << msg;
   EXPECT_NE(msg.find("\"trf_blocks.1.norm2.bias\""), std::string::npos) << msg;
@@ -192,8 +197,8 @@ TEST(GPT, ClearErrors) {
   // embedding's one range check of the ids (the token embedding has vocab_size rows)
   EXPECT_NE(msg.find("index 32 is out of range for num_embeddings 32"), std::string::npos) << msg;
   EXPECT_THROW(model(tensor({{0, -1}})), Error);
-  EXPECT_THROW(model(tensor({0, 1})), Error);          // 1-D
-  EXPECT_THROW(model(ones({1, 2})), Error);            // float ids
+  EXPECT_THROW(model(tensor({0, 1})), Error);  // 1-D
+  EXPECT_THROW(model(ones({1, 2})), Error);    // float ids
 
   GPTConfig bad = kSmall;
   bad.n_heads = 0;
@@ -225,8 +230,7 @@ TEST(GPT, GPT2SmallHas163MParameters) {
   auto start = std::chrono::steady_clock::now();
   manual_seed(123);
   GPTModel model(GPTConfig{});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(model.num_parameters(), 163009536);
   EXPECT_EQ(model.named_parameters().size(), 2 + 12 * 13 + 2 + 1u);
   EXPECT_EQ(model.tok_emb->weight.shape(), (Shape{50257, 768}));
@@ -238,8 +242,13 @@ TEST(GPT, GPT2SmallHas163MParameters) {
 }
 
 TEST(GPTGradcheck, TransformerBlock) {
-  GPTConfig cfg{.vocab_size = 8, .context_length = 4, .emb_dim = 4, .n_heads = 2,
-                .n_layers = 1, .drop_rate = 0.0, .qkv_bias = true};
+  GPTConfig cfg{.vocab_size = 8,
+                .context_length = 4,
+                .emb_dim = 4,
+                .n_heads = 2,
+                .n_layers = 1,
+                .drop_rate = 0.0,
+                .qkv_bias = true};
   manual_seed(6);
   TransformerBlock block(cfg);
   block.to(kFloat64);
@@ -252,8 +261,8 @@ TEST(GPTGradcheck, TransformerBlock) {
 }
 
 TEST(GPTGradcheck, TinyGPTModel) {
-  GPTConfig cfg{.vocab_size = 7, .context_length = 4, .emb_dim = 4, .n_heads = 2,
-                .n_layers = 2, .drop_rate = 0.0};
+  GPTConfig cfg{
+      .vocab_size = 7, .context_length = 4, .emb_dim = 4, .n_heads = 2, .n_layers = 2, .drop_rate = 0.0};
   manual_seed(7);
   GPTModel model(cfg);
   model.to(kFloat64);

@@ -16,12 +16,18 @@ namespace xgrad::nn {
 namespace {
 
 using xgrad::testing::expect_close;
-using xgrad::testing::Fixture;
 using xgrad::testing::expect_error;
+using xgrad::testing::Fixture;
 using xgrad::testing::read_fixture;
 
-const GPTConfig kTied{.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2,
-                      .n_layers = 2, .drop_rate = 0.0, .qkv_bias = false, .tie_weights = true};
+const GPTConfig kTied{.vocab_size = 32,
+                      .context_length = 8,
+                      .emb_dim = 16,
+                      .n_heads = 2,
+                      .n_layers = 2,
+                      .drop_rate = 0.0,
+                      .qkv_bias = false,
+                      .tie_weights = true};
 
 const Fixture& fixture() {
   static Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/gpt_tied.txt");
@@ -39,12 +45,14 @@ TEST(GPTTied, OneParameterTwoNamesLikeTorch) {
     (kind == "param" ? param_names : state_names).push_back(name);
   std::vector<std::string> names;
   for (const auto& [n, p] : model.named_parameters()) names.push_back(n);
-  EXPECT_EQ(names, param_names);  // out_head.weight is not listed: it is tok_emb.weight
+  EXPECT_EQ(names, param_names);                      // out_head.weight is not listed: it is tok_emb.weight
   EXPECT_EQ(model.state_dict().keys(), state_names);  // ... but saved under both names
   EXPECT_EQ(model.num_parameters(), fixture().get("num_parameters").item<int64_t>());
-  EXPECT_EQ(model.num_parameters(), GPTModel(GPTConfig{.vocab_size = 32, .context_length = 8,
-                                                       .emb_dim = 16, .n_heads = 2, .n_layers = 2})
-                                            .num_parameters() - 32 * 16);
+  EXPECT_EQ(
+      model.num_parameters(),
+      GPTModel(GPTConfig{.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2, .n_layers = 2})
+              .num_parameters() -
+          32 * 16);
   // the same draws as torch: the head's own init is drawn and then replaced
   for (const auto& [key, t] : model.state_dict())
     expect_close(t, fixture().get("param." + key), 1e-6, 1e-7, key);
@@ -99,10 +107,10 @@ TEST(GPTTied, LoadsBothNamesOrEitherOne) {
   sd.erase("out_head.weight");
   sd.erase("tok_emb.weight");
   expect_error([&] { model.load_state_dict(sd); }, {"Missing key(s) in state_dict: \"tok_emb.weight\", "
-                                                "\"out_head.weight\""});
+                                                    "\"out_head.weight\""});
   // an untied model does not accept a state dict with one of the two
-  GPTModel untied(GPTConfig{.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2,
-                            .n_layers = 2});
+  GPTModel untied(
+      GPTConfig{.vocab_size = 32, .context_length = 8, .emb_dim = 16, .n_heads = 2, .n_layers = 2});
   StateDict usd = untied.state_dict();
   usd.erase("out_head.weight");
   expect_error([&] { untied.load_state_dict(usd); }, {"Missing key(s) in state_dict: \"out_head.weight\""});

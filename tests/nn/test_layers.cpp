@@ -23,8 +23,7 @@ const Fixture& gpt_fixture() {
 }
 
 // Gradcheck of `module` on `x` w.r.t. x (when it requires grad) and every parameter.
-GradcheckResult check_module(Module& module, const Tensor& x, const std::string& name,
-                             double atol = 1e-6) {
+GradcheckResult check_module(Module& module, const Tensor& x, const std::string& name, double atol = 1e-6) {
   std::vector<Tensor> inputs{x};
   for (const Tensor& p : module.parameters()) inputs.push_back(p);
   return gradcheck([&](const std::vector<Tensor>& in) { return module(in[0]); }, inputs,
@@ -106,8 +105,8 @@ TEST(Layers, BadArgumentsThrow) {
     EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
   }
   Embedding emb(4, 2);
-  EXPECT_THROW(emb(ones({2})), Error);              // float ids
-  EXPECT_THROW(emb(tensor({0, 4})), Error);         // out of range
+  EXPECT_THROW(emb(ones({2})), Error);       // float ids
+  EXPECT_THROW(emb(tensor({0, 4})), Error);  // out of range
 }
 
 TEST(Layers, DropoutModule) {
@@ -134,8 +133,8 @@ TEST(Layers, LossModules) {
   EXPECT_EQ(criterion(logits, targets).item(), cross_entropy(logits, targets).item());
   CrossEntropyLoss smoothed({.reduction = "none", .label_smoothing = 0.1});
   expect_close(smoothed(logits, targets),
-               cross_entropy(logits, targets, {.reduction = "none", .label_smoothing = 0.1}),
-               0, 0, "options");
+               cross_entropy(logits, targets, {.reduction = "none", .label_smoothing = 0.1}), 0, 0,
+               "options");
   Tensor a = randn({4}), b = randn({4});
   EXPECT_EQ(MSELoss()(a, b).item(), mse_loss(a, b).item());
   EXPECT_EQ(criterion.name(), "CrossEntropyLoss");
@@ -173,15 +172,15 @@ TEST(LayersGradcheck, EmbeddingWrtWeight) {
   Embedding emb(6, 3);
   emb.to(kFloat64);
   Tensor ids = tensor({{0, 5, 2}, {2, 2, 1}});  // repeated ids accumulate
-  auto r = gradcheck([&](const std::vector<Tensor>&) { return emb(ids); }, {emb.weight},
-                     {.name = "Embedding"});
+  auto r =
+      gradcheck([&](const std::vector<Tensor>&) { return emb(ids); }, {emb.weight}, {.name = "Embedding"});
   EXPECT_TRUE(r.ok) << r.message;
 }
 
 TEST(LayersGradcheck, FeedForwardAndGELU) {
   manual_seed(4);
-  GPTConfig cfg{.vocab_size = 10, .context_length = 4, .emb_dim = 4, .n_heads = 2,
-                .n_layers = 1, .drop_rate = 0.0};
+  GPTConfig cfg{
+      .vocab_size = 10, .context_length = 4, .emb_dim = 4, .n_heads = 2, .n_layers = 1, .drop_rate = 0.0};
   FeedForward ff(cfg);
   EXPECT_EQ(ff.layers->size(), 3u);
   ff.to(kFloat64);

@@ -25,7 +25,7 @@ struct Toy : Module {
     blocks->push_back(std::make_shared<Linear>(2, 2, false));
     blocks->push_back(std::make_shared<Dropout>(0.25));
   }
-  Tensor forward(const Tensor& x) override { return (*fc)(x) * scale; }
+  Tensor forward(const Tensor& x) override { return (*fc)(x)*scale; }
   std::shared_ptr<Linear> fc;
   Tensor scale, running, scratch;
   std::shared_ptr<ModuleList> blocks;
@@ -81,7 +81,8 @@ TEST(Module, SharedModulesAreListedOnce) {
 }
 
 TEST(Module, RegistrationErrors) {
-  struct M : Module {} m;
+  struct M : Module {
+  } m;
   m.register_parameter("w", zeros({2}));
   EXPECT_THROW(m.register_parameter("w", zeros({2})), Error);
   EXPECT_THROW(m.register_buffer("w", zeros({2})), Error);
@@ -93,7 +94,7 @@ TEST(Module, RegistrationErrors) {
   EXPECT_THROW(m.register_module("null", std::shared_ptr<Linear>()), Error);
   auto outer = std::make_shared<Sequential>();
   auto inner = outer->push_back(std::make_shared<Sequential>());
-  EXPECT_THROW(inner->push_back(outer), Error);   // would make a cycle
+  EXPECT_THROW(inner->push_back(outer), Error);  // would make a cycle
   EXPECT_THROW(outer->push_back(outer), Error);
   EXPECT_EQ(outer->size(), 1u);
   Tensor leaf = ones({2}).requires_grad_();
@@ -152,7 +153,7 @@ TEST(Module, ToDoubleConvertsParametersBuffersAndGradsInPlace) {
   Tensor w_before = toy.fc->weight.detach().clone();
   sum(toy(ones({1, 3}))).backward();
   toy.to(kFloat64);
-  EXPECT_EQ(toy.fc->weight.dtype(), kFloat64);   // the member handle sees it
+  EXPECT_EQ(toy.fc->weight.dtype(), kFloat64);  // the member handle sees it
   EXPECT_EQ(toy.parameters()[1].dtype(), kFloat64);
   EXPECT_EQ(toy.running.dtype(), kFloat64);
   EXPECT_EQ(toy.fc->weight.grad().dtype(), kFloat64);
@@ -208,8 +209,8 @@ TEST(Module, LoadStateDictReportsEverythingAndChangesNothing) {
   bad.erase("fc.bias");
   bad.erase("running");
   bad.insert("fc.extra", zeros({1}));
-  bad.at("fc.weight") = zeros({3, 2});     // transposed shape
-  bad.at("scale") = zeros({2}, kInt64);    // wrong kind
+  bad.at("fc.weight") = zeros({3, 2});   // transposed shape
+  bad.at("scale") = zeros({2}, kInt64);  // wrong kind
   std::string msg = message_of([&] { toy.load_state_dict(bad); });
   EXPECT_NE(msg.find("load_state_dict"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Toy"), std::string::npos) << msg;
@@ -217,7 +218,8 @@ TEST(Module, LoadStateDictReportsEverythingAndChangesNothing) {
   EXPECT_NE(msg.find("Unexpected key(s) in state_dict: \"fc.extra\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("size mismatch for fc.weight: copying a param with shape [3, 2] from "
                      "checkpoint, the shape in current model is [2, 3]"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("dtype mismatch for scale"), std::string::npos) << msg;
   for (const auto& [name, t] : toy.state_dict())
     EXPECT_EQ(t.to_vector<double>(), before.at(name).to_vector<double>()) << name;

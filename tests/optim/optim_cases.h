@@ -40,11 +40,10 @@ inline std::vector<OptimCase> optim_cases() {
       {"adamw_default", both<AdamW>(AdamWOptions{})},
       {"adamw_weight_decay",
        both<AdamW>(AdamWOptions{.lr = 0.01, .betas = {0.9, 0.95}, .weight_decay = 0.1})},
-      {"adamw_amsgrad",
-       both<AdamW>(AdamWOptions{.lr = 0.01, .weight_decay = 0.05, .amsgrad = true})},
+      {"adamw_amsgrad", both<AdamW>(AdamWOptions{.lr = 0.01, .weight_decay = 0.05, .amsgrad = true})},
       {"adamw_f64", both<AdamW>(AdamWOptions{.lr = 0.01, .weight_decay = 0.1})},
-      {"sgd_nesterov_f64", both<SGD>(SGDOptions{
-                               .lr = 0.05, .momentum = 0.8, .weight_decay = 0.1, .nesterov = true})},
+      {"sgd_nesterov_f64",
+       both<SGD>(SGDOptions{.lr = 0.05, .momentum = 0.8, .weight_decay = 0.1, .nesterov = true})},
       // nanoGPT-style groups: w decays, b does not and has its own lr
       {"adamw_groups",
        [](Tensor w, Tensor b) {
@@ -92,8 +91,8 @@ inline std::pair<Tensor, Tensor> initial_params(const std::string& name) {
 }
 
 // Steps t in [from, to) of the case's gradient sequence.
-inline void run_steps(const std::string& name, optim::Optimizer& opt, Tensor& w, Tensor& b,
-                      int from, int to) {
+inline void run_steps(const std::string& name, optim::Optimizer& opt, Tensor& w, Tensor& b, int from,
+                      int to) {
   for (int t = from; t < to; ++t) {
     set_grads(name, t, w, b);
     opt.step();

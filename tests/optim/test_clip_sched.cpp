@@ -52,8 +52,7 @@ TEST_P(ClipGradNorm, MatchesTorch) {
 INSTANTIATE_TEST_SUITE_P(
     Torch, ClipGradNorm,
     ::testing::Values(ClipCase{"l2_clip", 1.0, 2.0}, ClipCase{"l2_noclip", 100.0, 2.0},
-                      ClipCase{"inf", 1.5, INFINITY}, ClipCase{"l1", 2.0, 1.0},
-                      ClipCase{"l3", 2.0, 3.0},
+                      ClipCase{"inf", 1.5, INFINITY}, ClipCase{"l1", 2.0, 1.0}, ClipCase{"l3", 2.0, 3.0},
                       // torch 1.13 default: a NaN norm still scales, so every grad turns NaN
                       ClipCase{"nan_grad", 1.0, 2.0},
                       // an infinite norm: coef 0, so inf * 0 = NaN and finite entries 0
@@ -151,10 +150,9 @@ TEST(Schedules, MatchTorchAndNanoGPT) {
   // _get_closed_form_lr): equal up to rounding
   expect_schedule(collect([](Optimizer& o) { return StepLR(o, 7, 0.5); }), "sched.step_lr", 1e-15);
   expect_schedule(collect([](Optimizer& o) { return ConstantLR(o); }), "sched.constant_lr", 1e-15);
-  expect_schedule(collect([](Optimizer& o) {
-                    return LambdaLR(o, [](int64_t e) { return std::pow(0.95, double(e)); });
-                  }),
-                  "sched.lambda_lr", 1e-15);
+  expect_schedule(
+      collect([](Optimizer& o) { return LambdaLR(o, [](int64_t e) { return std::pow(0.95, double(e)); }); }),
+      "sched.lambda_lr", 1e-15);
   expect_schedule(collect([](Optimizer& o) {
                     return WarmupCosineLR(o, {.warmup_iters = 5, .lr_decay_iters = 30, .min_lr = 0.01});
                   }),
@@ -162,8 +160,7 @@ TEST(Schedules, MatchTorchAndNanoGPT) {
   expect_schedule(collect([](Optimizer& o) { return LinearWarmupLR(o, {.warmup_iters = 5}); }),
                   "sched.linear_warmup", 1e-15);
   // a constant schedule
-  for (double lr : collect([](Optimizer& o) { return ConstantLR(o, {.factor = 1.0}); }))
-    EXPECT_EQ(lr, 0.1);
+  for (double lr : collect([](Optimizer& o) { return ConstantLR(o, {.factor = 1.0}); })) EXPECT_EQ(lr, 0.1);
 }
 
 TEST(Schedules, SetsEveryGroupFromItsBaseLr) {

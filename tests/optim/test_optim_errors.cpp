@@ -25,9 +25,7 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
   }
 }
 
-std::vector<Tensor> two_params() {
-  return {ones({2, 2}).requires_grad_(), ones({3}).requires_grad_()};
-}
+std::vector<Tensor> two_params() { return {ones({2, 2}).requires_grad_(), ones({3}).requires_grad_()}; }
 
 // ---------------------------------------------------------------- constructor checks
 TEST(OptimErrors, BadOptionsNameOptimizerAndValue) {
@@ -54,8 +52,11 @@ TEST(OptimErrors, BadOptionsNameOptimizerAndValue) {
 TEST(OptimErrors, BadParameters) {
   Tensor p = ones({2, 2}).requires_grad_();
   expect_error([&] { AdamW(std::vector<Tensor>{p, p}); }, {"AdamW", "more than once"});
-  expect_error([&] { AdamW({{{p}, {}}, {{p}, {.weight_decay = 0}}}); },
-               {"AdamW", "param group 1", "more than once"});
+  expect_error(
+      [&] {
+        AdamW({{{p}, {}}, {{p}, {.weight_decay = 0}}});
+      },
+      {"AdamW", "param group 1", "more than once"});
   expect_error([&] { SGD(std::vector<Tensor>{p, p.detach()}); }, {"SGD", "more than once"});
   expect_error([&] { Adam(std::vector<Tensor>{}); }, {"Adam", "empty parameter list"});
   expect_error([&] { Adam(std::vector<Tensor>{Tensor()}); }, {"Adam", "undefined"});
@@ -68,8 +69,11 @@ TEST(OptimErrors, BadParameters) {
 
   AdamW opt(std::vector<Tensor>{p}, {.lr = 0.1, .betas = {0.8, 0.9}, .weight_decay = 0.3});
   expect_error([&] { opt.add_param_group({{p}, {}}); }, {"AdamW", "more than once"});
-  expect_error([&] { opt.add_param_group({{ones({2}).requires_grad_()}, {.lr = -1}}); },
-               {"AdamW", "learning rate", "-1"});
+  expect_error(
+      [&] {
+        opt.add_param_group({{ones({2}).requires_grad_()}, {.lr = -1}});
+      },
+      {"AdamW", "learning rate", "-1"});
   EXPECT_EQ(opt.num_param_groups(), 1u);
   opt.add_param_group({{ones({2}).requires_grad_()}, {.lr = 0.5}});
   EXPECT_EQ(opt.num_param_groups(), 2u);

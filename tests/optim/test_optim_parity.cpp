@@ -98,8 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Torch, OptimParity, ::testing::ValuesIn(optim_cases()),
 TEST(OptimBasics, StateDictLayout) {
   Tensor w = zeros({2, 3}).requires_grad_(), b = zeros({3}).requires_grad_(),
          e = zeros({5, 2}).requires_grad_();
-  optim::AdamW opt({{{w}, {.lr = 6e-4, .weight_decay = 0.1}},
-                    {{b, e}, {.lr = 6e-4, .weight_decay = 0.0}}});
+  optim::AdamW opt({{{w}, {.lr = 6e-4, .weight_decay = 0.1}}, {{b, e}, {.lr = 6e-4, .weight_decay = 0.0}}});
   w.set_grad(ones({2, 3}));
   e.set_grad(ones({5, 2}));  // b has no gradient: no state
   opt.step();
@@ -108,7 +107,7 @@ TEST(OptimBasics, StateDictLayout) {
   ASSERT_EQ(sd.param_groups.size(), 2u);
   EXPECT_EQ(sd.param_groups[0].params, (std::vector<int64_t>{0}));
   EXPECT_EQ(sd.param_groups[1].params, (std::vector<int64_t>{1, 2}));
-  const std::map<std::string, double> group0{{"lr", 6e-4}, {"beta1", 0.9}, {"beta2", 0.999},
+  const std::map<std::string, double> group0{{"lr", 6e-4},  {"beta1", 0.9},        {"beta2", 0.999},
                                              {"eps", 1e-8}, {"weight_decay", 0.1}, {"amsgrad", 0}};
   EXPECT_EQ(sd.param_groups[0].options, group0);
   EXPECT_EQ(sd.param_groups[1].options.at("weight_decay"), 0.0);

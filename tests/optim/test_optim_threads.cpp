@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "optim_cases.h"
-#include "xgrad/parallel.h"
 #include "thread_count.h"
+#include "xgrad/parallel.h"
 
 namespace xgrad::testing {
 namespace {
@@ -36,8 +36,7 @@ template <class Make>
 std::vector<Tensor> large_steps(Make make, DType dt) {
   Generator g(7);
   std::vector<Tensor> params;
-  for (int64_t n : {100003, 70001, 5, 4097})
-    params.push_back(randn({n}, &g, dt).requires_grad_());
+  for (int64_t n : {100003, 70001, 5, 4097}) params.push_back(randn({n}, &g, dt).requires_grad_());
   auto opt = make(params);
   for (int step = 0; step < 3; ++step) {
     for (Tensor& p : params) p.set_grad(randn(p.shape(), &g, dt));

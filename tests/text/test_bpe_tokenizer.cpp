@@ -17,9 +17,7 @@ using xgrad::testing::expect_error;
 using xgrad::text::BPETokenizer;
 using Merges = std::vector<std::pair<int32_t, int32_t>>;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(BPETokenizer, TinyExampleByHand) {
   // pieces: "aaab" x1, " aaab" x2, " ab" x1 (gpt2_split of the text below)
@@ -133,7 +131,8 @@ TEST(BPETokenizer, SaveAndLoad) {
   // no temporary file is left beside it
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
   std::filesystem::remove_all(dir);
-  expect_error([&] { tok.save((dir / "missing" / "bpe.json").string()); }, {"BPETokenizer.save", "cannot create"});
+  expect_error([&] { tok.save((dir / "missing" / "bpe.json").string()); },
+               {"BPETokenizer.save", "cannot create"});
 }
 
 TEST(BPETokenizer, BadMergesAreErrors) {

@@ -31,7 +31,7 @@ TEST(Utf8, InvalidInputNamesTheByteOffset) {
   expect_error([] { decode_utf8("ab\x80", "corpus.txt"); },
                {"corpus.txt", "byte offset 2", "0x80", "continuation"});
   expect_error([] { decode_utf8("abc\xC3", "f"); }, {"offset 3", "truncated"});
-  expect_error([] { decode_utf8("\xC0\xAF", "f"); }, {"offset 0"});           // overlong '/'
+  expect_error([] { decode_utf8("\xC0\xAF", "f"); }, {"offset 0"});  // overlong '/'
   expect_error([] { decode_utf8("x\xE0\x80\xAF", "f"); }, {"offset 1", "overlong"});
   expect_error([] { decode_utf8("\xED\xA0\x80", "f"); }, {"surrogate"});
   expect_error([] { decode_utf8("\xF4\x90\x80\x80", "f"); }, {"U+10FFFF"});
@@ -86,13 +86,9 @@ TEST(CharTokenizer, Errors) {
   expect_error([&] { tok.decode({0, 3}); }, {"token id 3", "position 1"});
   expect_error([&] { tok.decode({-1}); }, {"token id -1"});
   expect_error([] { CharTokenizer::from_text("", "empty.txt"); }, {"empty.txt", "empty"});
-  expect_error([] { CharTokenizer::from_json(R"(["b","a"])"); },
-               {"increasing"});
-  expect_error([] { CharTokenizer::from_json(R"(["a","bc"])"); },
-               {"entry 1", "exactly one"});
+  expect_error([] { CharTokenizer::from_json(R"(["b","a"])"); }, {"increasing"});
+  expect_error([] { CharTokenizer::from_json(R"(["a","bc"])"); }, {"entry 1", "exactly one"});
   expect_error([] { CharTokenizer::from_json(R"({"a":1})"); }, {"list"});
-  expect_error([] { CharTokenizer::from_json(R"(["a",1])"); },
-               {"entry 1", "not a string"});
+  expect_error([] { CharTokenizer::from_json(R"(["a",1])"); }, {"entry 1", "not a string"});
   expect_error([] { CharTokenizer::from_json("[\"a\""); }, {"not valid JSON"});
 }
-

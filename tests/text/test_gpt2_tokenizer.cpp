@@ -153,6 +153,6 @@ TEST(GPT2Tokenizer, FullVocabularyMobyDick) {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(line)));
   EXPECT_EQ(std::string(hex), fx["ids_fnv1a64"].get<std::string>());
   EXPECT_EQ(tok->decode(ids), corpus);
-  std::printf("[ perf     ] GPT-2 encode of Moby-Dick (%zu bytes -> %zu tokens): %.3f s CPU\n",
-              corpus.size(), ids.size(), seconds);
+  std::printf("[ perf     ] GPT-2 encode of Moby-Dick (%zu bytes -> %zu tokens): %.3f s CPU\n", corpus.size(),
+              ids.size(), seconds);
 }

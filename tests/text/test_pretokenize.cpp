@@ -10,8 +10,8 @@
 #include "text_fixtures.h"
 #include "xgrad/text/pretokenize.h"
 
-using xgrad::text::CharClass;
 using xgrad::text::char_class;
+using xgrad::text::CharClass;
 using xgrad::text::gpt2_split;
 
 namespace {
@@ -75,15 +75,15 @@ TEST(UnicodeClasses, MatchNodeAtEveryRangeBoundary) {
 }
 
 TEST(UnicodeClasses, JavaScriptWhitespace) {
-  for (char32_t c : {U'\t', U'\n', U'\v', U'\f', U'\r', U' ', U'\u00A0', U'\u1680', U'\u2000',
-                     U'\u200A', U'\u2028', U'\u2029', U'\u202F', U'\u205F', U'\u3000', U'\uFEFF'})
+  for (char32_t c : {U'\t', U'\n', U'\v', U'\f', U'\r', U' ', U'\u00A0', U'\u1680', U'\u2000', U'\u200A',
+                     U'\u2028', U'\u2029', U'\u202F', U'\u205F', U'\u3000', U'\uFEFF'})
     EXPECT_EQ(char_class(c), CharClass::kSpace) << static_cast<uint32_t>(c);
   // Python's \s has these, JavaScript's has not
   for (char32_t c : {U'\u001C', U'\u001F', U'\u0085', U'\u200B'})
     EXPECT_EQ(char_class(c), CharClass::kOther) << static_cast<uint32_t>(c);
   EXPECT_EQ(char_class(U'a'), CharClass::kLetter);
   EXPECT_EQ(char_class(U'\U0001D518'), CharClass::kLetter);  // MATHEMATICAL FRAKTUR CAPITAL U
-  EXPECT_EQ(char_class(U'\u00BD'), CharClass::kNumber);       // VULGAR FRACTION ONE HALF (No)
-  EXPECT_EQ(char_class(U'\u0301'), CharClass::kOther);        // combining acute (Mn)
+  EXPECT_EQ(char_class(U'\u00BD'), CharClass::kNumber);      // VULGAR FRACTION ONE HALF (No)
+  EXPECT_EQ(char_class(U'\u0301'), CharClass::kOther);       // combining acute (Mn)
   EXPECT_EQ(char_class(U'\U0010FFFF'), CharClass::kOther);
 }

@@ -24,8 +24,7 @@ inline std::string read_file(const std::string& path) {
 }
 
 inline const nlohmann::json& gpt2_fixture() {
-  static const nlohmann::json j =
-      nlohmann::json::parse(read_file(XGRAD_FIXTURES_DIR "/gpt2_tokenizer.json"));
+  static const nlohmann::json j = nlohmann::json::parse(read_file(XGRAD_FIXTURES_DIR "/gpt2_tokenizer.json"));
   return j;
 }
 

@@ -45,8 +45,7 @@ TEST(CheckpointFiles, KeepsTheNewestAndPrunesTheRest) {
   EXPECT_TRUE(fs::exists(root / "step_00000300"));
   EXPECT_TRUE(fs::exists(root / "step_00000400"));
   EXPECT_EQ(load_checkpoint_files(root).model.at("w").to_vector<float>()[0], 4.0f);
-  expect_error([&] { save_checkpoint(root, 400, model_at(5), {}, state_at(5), {}); },
-               {"already the latest"});
+  expect_error([&] { save_checkpoint(root, 400, model_at(5), {}, state_at(5), {}); }, {"already the latest"});
 }
 
 TEST(CheckpointFiles, FailedSaveLeavesThePreviousCheckpoint) {

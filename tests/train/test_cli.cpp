@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "cli.h"
 #include "checkpoint.h"
+#include "cli.h"
 #include "progress.h"
 #include "train_test_util.h"
 
@@ -32,14 +32,20 @@ std::string corpus_text() {
 
 // Flags for a model that trains in a fraction of a second.
 std::vector<std::string> tiny_flags(const TempDir& tmp, const std::string& ck = "ck") {
-  return {"--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", (tmp / ck).string(),
-          "--context-length", "8", "--emb-dim", "16", "--n-heads", "2", "--n-layers", "1",
-          "--batch-size", "4", "--eval-iters", "2", "--sample-length", "10", "--no-progress"};
+  return {"--data",           (tmp / "corpus.txt").string(),
+          "--checkpoint-dir", (tmp / ck).string(),
+          "--context-length", "8",
+          "--emb-dim",        "16",
+          "--n-heads",        "2",
+          "--n-layers",       "1",
+          "--batch-size",     "4",
+          "--eval-iters",     "2",
+          "--sample-length",  "10",
+          "--no-progress"};
 }
 
 // `train` with tiny_flags plus `extra`, checkpoints in tmp/<ck>.
-int run_train(const TempDir& tmp, std::initializer_list<std::string> extra,
-              const std::string& ck = "ck") {
+int run_train(const TempDir& tmp, std::initializer_list<std::string> extra, const std::string& ck = "ck") {
   std::vector<std::string> a = {"train_lm", "train"};
   for (const auto& f : tiny_flags(tmp, ck)) a.push_back(f);
   a.insert(a.end(), extra);
@@ -83,9 +89,8 @@ TEST_F(CliTest, PresetsAndOverrides) {
   p = parse_cli(argv_of({"train", "--steps", "50"}));  // warmup shrinks with a short run
   EXPECT_EQ(p.train.warmup, 5);
 
-  p = parse_cli(argv_of({"generate", "--checkpoint", "x", "--prompt", "Call me",
-                         "--max-new-tokens", "7", "--temperature", "0.5", "--top-k", "3",
-                         "--seed", "9"}));
+  p = parse_cli(argv_of({"generate", "--checkpoint", "x", "--prompt", "Call me", "--max-new-tokens", "7",
+                         "--temperature", "0.5", "--top-k", "3", "--seed", "9"}));
   ASSERT_EQ(p.kind, CliParse::kGenerate);
   EXPECT_EQ(p.generate.checkpoint, "x");
   EXPECT_EQ(p.generate.max_new_tokens, 7);
@@ -95,12 +100,12 @@ TEST_F(CliTest, PresetsAndOverrides) {
 
 TEST_F(CliTest, BadFlagsExitNonZero) {
   for (auto args : std::vector<std::vector<std::string>>{
-           {},                                        // no subcommand
-           {"fly"},                                   // unknown subcommand
-           {"train", "--no-such-flag"},               // unknown flag
-           {"train", "--lr", "-0.1"},                 // negative lr
-           {"train", "--lr", "abc"},                  // not a number
-           {"train", "--n-heads", "0"},               // zero heads
+           {},                                               // no subcommand
+           {"fly"},                                          // unknown subcommand
+           {"train", "--no-such-flag"},                      // unknown flag
+           {"train", "--lr", "-0.1"},                        // negative lr
+           {"train", "--lr", "abc"},                         // not a number
+           {"train", "--n-heads", "0"},                      // zero heads
            {"train", "--emb-dim", "130", "--n-heads", "4"},  // not divisible
            {"train", "--preset", "huge"},
            {"train", "--steps", "0"},
@@ -187,23 +192,28 @@ TEST_F(CliTest, TrainGenerateResume) {
   EXPECT_EQ(MetricsLog::read(tmp / "ck" / "metrics.csv").size(), 6u);
   EXPECT_TRUE(fs::exists(tmp / "ck" / "metrics.png") || fs::exists(tmp / "ck" / "metrics.svg"));
 
-  EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "ck").string(), "--prompt", "Call me",
-                 "--max-new-tokens", "12", "--seed", "3"}), 0);
-  EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "ck" / "step_00000006").string(),
-                 "--prompt", "Call", "--max-new-tokens", "5", "--temperature", "0"}), 0);
+  EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "ck").string(), "--prompt", "Call me", "--max-new-tokens",
+                 "12", "--seed", "3"}),
+            0);
+  EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "ck" / "step_00000006").string(), "--prompt", "Call",
+                 "--max-new-tokens", "5", "--temperature", "0"}),
+            0);
   EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "ck").string(), "--prompt", "Qq"}), 1);  // not in vocab
   EXPECT_EQ(run({"generate", "--checkpoint", (tmp / "nowhere").string()}), 1);
-  EXPECT_EQ(run({"generate", "--checkpoint", XGRAD_FIXTURES_DIR "/gpt_tiny", "--prompt",
-                 "Ishmael", "--max-new-tokens", "4"}), 0);  // written by PyTorch
+  EXPECT_EQ(run({"generate", "--checkpoint", XGRAD_FIXTURES_DIR "/gpt_tiny", "--prompt", "Ishmael",
+                 "--max-new-tokens", "4"}),
+            0);  // written by PyTorch
 
   // resume (everything but --steps comes from the checkpoint) and extend to 8 steps
-  ASSERT_EQ(run({"train", "--checkpoint-dir", (tmp / "ck").string(), "--resume", "--steps", "8",
-                 "--no-progress"}), 0);
+  ASSERT_EQ(
+      run({"train", "--checkpoint-dir", (tmp / "ck").string(), "--resume", "--steps", "8", "--no-progress"}),
+      0);
   EXPECT_EQ(slurp(tmp / "ck" / "latest"), "step_00000008\n");
   auto rows = MetricsLog::read(tmp / "ck" / "metrics.csv");
   ASSERT_EQ(rows.size(), 8u);
   EXPECT_EQ(rows.back().step, 8);
   // already done: nothing to do, exit 0
-  EXPECT_EQ(run({"train", "--checkpoint-dir", (tmp / "ck").string(), "--resume", "--steps", "8",
-                 "--no-progress"}), 0);
+  EXPECT_EQ(
+      run({"train", "--checkpoint-dir", (tmp / "ck").string(), "--resume", "--steps", "8", "--no-progress"}),
+      0);
 }

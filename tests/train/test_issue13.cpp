@@ -49,10 +49,26 @@ RunResult run(const std::vector<std::string>& args) {
 
 std::vector<std::string> train_args(const TempDir& tmp, std::initializer_list<std::string> extra,
                                     const std::string& ck = "ck") {
-  std::vector<std::string> a = {"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir",
-                                (tmp / ck).string(), "--context-length", "8", "--emb-dim", "16",
-                                "--n-heads", "2", "--n-layers", "1", "--batch-size", "4",
-                                "--eval-iters", "2", "--sample-length", "10", "--no-progress"};
+  std::vector<std::string> a = {"train",
+                                "--data",
+                                (tmp / "corpus.txt").string(),
+                                "--checkpoint-dir",
+                                (tmp / ck).string(),
+                                "--context-length",
+                                "8",
+                                "--emb-dim",
+                                "16",
+                                "--n-heads",
+                                "2",
+                                "--n-layers",
+                                "1",
+                                "--batch-size",
+                                "4",
+                                "--eval-iters",
+                                "2",
+                                "--sample-length",
+                                "10",
+                                "--no-progress"};
   a.insert(a.end(), extra);
   return a;
 }
@@ -74,9 +90,7 @@ void patch(const fs::path& p, const std::string& from, const std::string& to) {
   spit(p, bytes);
 }
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class Issue13 : public ::testing::Test {
  protected:
@@ -212,8 +226,9 @@ TEST_F(Issue13, SamplingParametersAreValidated) {
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"})).code, 0);
   auto gen = [&](std::initializer_list<std::string> extra) {
-    std::vector<std::string> a = {"generate", "--checkpoint", (tmp / "ck").string(), "--prompt",
-                                  "Call", "--max-new-tokens", "12", "--seed", "3"};
+    std::vector<std::string> a = {"generate", "--checkpoint", (tmp / "ck").string(),
+                                  "--prompt", "Call",         "--max-new-tokens",
+                                  "12",       "--seed",       "3"};
     a.insert(a.end(), extra);
     return run(a);
   };
@@ -225,8 +240,12 @@ TEST_F(Issue13, SamplingParametersAreValidated) {
   RunResult denormal = gen({"--temperature", "1e-310"});  // used to print garbage
   EXPECT_EQ(denormal.code, 2) << denormal.out;
   EXPECT_TRUE(has(denormal.out, "--temperature")) << denormal.out;
-  for (auto bad : {std::vector<std::string>{"--top-p", "0"}, {"--top-p", "1.5"}, {"--top-p", "nan"},
-                   {"--top-k", "-1"}, {"--temperature", "-0.5"}, {"--temperature", "inf"}}) {
+  for (auto bad : {std::vector<std::string>{"--top-p", "0"},
+                   {"--top-p", "1.5"},
+                   {"--top-p", "nan"},
+                   {"--top-k", "-1"},
+                   {"--temperature", "-0.5"},
+                   {"--temperature", "inf"}}) {
     RunResult b = run([&] {
       std::vector<std::string> a = {"generate", "--checkpoint", (tmp / "ck").string()};
       a.insert(a.end(), bad.begin(), bad.end());
@@ -252,7 +271,7 @@ TEST_F(Issue13, FailedFirstRunIsRestartable) {
     { MetricsLog leftover(tmp / "ck" / "metrics.csv", -1); }  // what run_train wrote before step 1
     ASSERT_FALSE(find_checkpoint(tmp / "ck").has_value());
     RunResult r = resume ? run(train_args(tmp, {"--steps", "2", "--eval-interval", "2", "--resume"}))
-                   : run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"}));
+                         : run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"}));
     EXPECT_EQ(r.code, 0) << (resume ? "--resume: " : "new run: ") << r.out;
     EXPECT_EQ(slurp(tmp / "ck" / "latest"), "step_00000002\n");
     EXPECT_EQ(MetricsLog::read(tmp / "ck" / "metrics.csv").size(), 2u);

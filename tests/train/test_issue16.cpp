@@ -27,8 +27,13 @@ std::string corpus_text() {
 
 TrainOptions options(const fs::path& dir, int64_t batch, int64_t accum) {
   TrainOptions o;
-  o.model = {.vocab_size = 0, .context_length = 16, .emb_dim = 32, .n_heads = 2, .n_layers = 2,
-             .drop_rate = 0.0, .qkv_bias = false};
+  o.model = {.vocab_size = 0,
+             .context_length = 16,
+             .emb_dim = 32,
+             .n_heads = 2,
+             .n_layers = 2,
+             .drop_rate = 0.0,
+             .qkv_bias = false};
   o.batch_size = batch;
   o.grad_accum = accum;
   o.steps = 20;
@@ -108,35 +113,61 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   TempDir tmp;
   train_test::spit(tmp / "corpus.txt", corpus_text());
   const std::string ck = (tmp / "ck").string();
-  RunResult r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck,
-                     "--context-length", "8", "--emb-dim", "16", "--n-heads", "2", "--n-layers",
-                     "1", "--batch-size", "2", "--grad-accum", "3", "--tie-weights", "--steps",
-                     "4", "--warmup", "1", "--eval-interval", "2", "--eval-iters", "1",
-                     "--sample-length", "5", "--no-progress", "--seed", "3"});
+  RunResult r = run({"train",
+                     "--data",
+                     (tmp / "corpus.txt").string(),
+                     "--checkpoint-dir",
+                     ck,
+                     "--context-length",
+                     "8",
+                     "--emb-dim",
+                     "16",
+                     "--n-heads",
+                     "2",
+                     "--n-layers",
+                     "1",
+                     "--batch-size",
+                     "2",
+                     "--grad-accum",
+                     "3",
+                     "--tie-weights",
+                     "--steps",
+                     "4",
+                     "--warmup",
+                     "1",
+                     "--eval-interval",
+                     "2",
+                     "--eval-iters",
+                     "1",
+                     "--sample-length",
+                     "5",
+                     "--no-progress",
+                     "--seed",
+                     "3"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("batch 2 x 3 micro-batches"), std::string::npos) << r.out;
   auto files = load_checkpoint_files(ck);
   const auto cfg = nlohmann::json::parse(files.model.metadata.at("config"));
   EXPECT_EQ(cfg.at("tie_weights"), true);
   int both = 0;  // state_dict's two names for the tied tensor, as torch saves them
-  for (const auto& [name, t] : files.model.tensors) both += name == "out_head.weight" || name == "tok_emb.weight";
+  for (const auto& [name, t] : files.model.tensors)
+    both += name == "out_head.weight" || name == "tok_emb.weight";
   EXPECT_EQ(both, 2);
   // resumed: the saved flags come back (a mismatching --tie-weights is refused)
   r = run({"train", "--checkpoint-dir", ck, "--resume", "--steps", "6", "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("batch 2 x 3 micro-batches"), std::string::npos) << r.out;
-  r = run({"generate", "--checkpoint", ck, "--prompt", "Call", "--max-new-tokens", "5",
-           "--temperature", "0"});
+  r = run(
+      {"generate", "--checkpoint", ck, "--prompt", "Call", "--max-new-tokens", "5", "--temperature", "0"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("Call", 0), 0u) << r.out;
   // generation with and without the KV cache, past the context (8): the same text at
   // temperature 0, and with the same seed at temperature 1
   for (const char* temperature : {"0", "1"}) {
-    RunResult cached = run({"generate", "--checkpoint", ck, "--prompt", "Call me", "--max-new-tokens",
-                            "30", "--temperature", temperature, "--seed", "5"});
-    RunResult recomputed = run({"generate", "--checkpoint", ck, "--prompt", "Call me",
-                                "--max-new-tokens", "30", "--temperature", temperature, "--seed",
-                                "5", "--no-kv-cache"});
+    RunResult cached = run({"generate", "--checkpoint", ck, "--prompt", "Call me", "--max-new-tokens", "30",
+                            "--temperature", temperature, "--seed", "5"});
+    RunResult recomputed = run({"generate", "--checkpoint", ck, "--prompt", "Call me", "--max-new-tokens",
+                                "30", "--temperature", temperature, "--seed", "5", "--no-kv-cache"});
     ASSERT_EQ(cached.code, 0) << cached.out;
     ASSERT_EQ(recomputed.code, 0) << recomputed.out;
     EXPECT_EQ(cached.out, recomputed.out) << temperature;
@@ -144,18 +175,40 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   }
   // --profile N: the op table and a Chrome trace that parses
   const std::string ck2 = (tmp / "ck2").string();
-  r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck2,
-           "--context-length", "8", "--emb-dim", "16", "--n-heads", "2", "--n-layers", "1",
-           "--batch-size", "2", "--steps", "3", "--warmup", "1", "--eval-iters", "1",
-           "--sample-length", "0", "--no-progress", "--profile", "2"});
+  r = run({"train",
+           "--data",
+           (tmp / "corpus.txt").string(),
+           "--checkpoint-dir",
+           ck2,
+           "--context-length",
+           "8",
+           "--emb-dim",
+           "16",
+           "--n-heads",
+           "2",
+           "--n-layers",
+           "1",
+           "--batch-size",
+           "2",
+           "--steps",
+           "3",
+           "--warmup",
+           "1",
+           "--eval-iters",
+           "1",
+           "--sample-length",
+           "0",
+           "--no-progress",
+           "--profile",
+           "2"});
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("profile of 2 steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Optimizer.step"), std::string::npos) << r.out;
   const auto trace = nlohmann::json::parse(train_test::slurp(fs::path(ck2) / "profile_trace.json"));
   EXPECT_GT(trace.at("traceEvents").size(), 10u);
-  r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck,
-           "--grad-accum", "0", "--no-progress"});
+  r = run({"train", "--data", (tmp / "corpus.txt").string(), "--checkpoint-dir", ck, "--grad-accum", "0",
+           "--no-progress"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--grad-accum"), std::string::npos) << r.out;
 }

@@ -32,12 +32,17 @@ struct Case {
 
 TEST(Memory, EstimateBoundsTheMeasuredPeak) {
   spdlog::set_level(spdlog::level::warn);
-  for (const Case& c : {Case{16, 32, 2, 1, 8}, Case{64, 64, 4, 2, 16}, Case{128, 32, 4, 2, 4},
-                        Case{32, 128, 2, 3, 8}}) {
+  for (const Case& c :
+       {Case{16, 32, 2, 1, 8}, Case{64, 64, 4, 2, 16}, Case{128, 32, 4, 2, 4}, Case{32, 128, 2, 3, 8}}) {
     TempDir tmp;
     TrainOptions o;
-    o.model = {.vocab_size = 0, .context_length = c.ctx, .emb_dim = c.emb, .n_heads = c.heads,
-               .n_layers = c.layers, .drop_rate = 0.1, .qkv_bias = false};
+    o.model = {.vocab_size = 0,
+               .context_length = c.ctx,
+               .emb_dim = c.emb,
+               .n_heads = c.heads,
+               .n_layers = c.layers,
+               .drop_rate = 0.1,
+               .qkv_bias = false};
     o.batch_size = c.batch;
     o.steps = 10;
     o.warmup = 1;
@@ -60,10 +65,9 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
       t.train(nullptr, nullptr, /*stop_after=*/2);
       measured = double(xgrad::memory_stats().peak_bytes - base);
     }
-    const std::string what = "ctx " + std::to_string(c.ctx) + " emb " + std::to_string(c.emb) +
-                             " layers " + std::to_string(c.layers) + " batch " +
-                             std::to_string(c.batch) + ": estimate " + format_bytes(e.total_bytes()) +
-                             ", measured " + format_bytes(measured);
+    const std::string what = "ctx " + std::to_string(c.ctx) + " emb " + std::to_string(c.emb) + " layers " +
+                             std::to_string(c.layers) + " batch " + std::to_string(c.batch) + ": estimate " +
+                             format_bytes(e.total_bytes()) + ", measured " + format_bytes(measured);
     EXPECT_GE(e.total_bytes(), measured) << what;
     EXPECT_LE(e.total_bytes(), 2.0 * measured) << what;
     std::cout << what << "\n";
@@ -73,14 +77,19 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
 
 TEST(Memory, RefusalNamesTheFlagsAndTheFigure) {
   TrainOptions o;
-  o.model = {.vocab_size = 30, .context_length = 128, .emb_dim = 128, .n_heads = 4, .n_layers = 4,
-             .drop_rate = 0.1, .qkv_bias = false};
+  o.model = {.vocab_size = 30,
+             .context_length = 128,
+             .emb_dim = 128,
+             .n_heads = 4,
+             .n_layers = 4,
+             .drop_rate = 0.1,
+             .qkv_bias = false};
   o.batch_size = 10000000000LL;
   const MemoryEstimate e = estimate_training_memory(o.model, o.batch_size);
   EXPECT_GT(e.total_bytes(), 1e16);  // no overflow: ~ 10^10 x 128 tokens x 128 x 100 floats
-  expect_error<ConfigError>([&] { check_memory_fits(o, e, 8.0 * (1 << 30)); },
-                            {"needs about", "PiB", "8.0 GiB is available", "--batch-size 10000000000",
-                             "--context-length 128"});
+  expect_error<ConfigError>(
+      [&] { check_memory_fits(o, e, 8.0 * (1 << 30)); },
+      {"needs about", "PiB", "8.0 GiB is available", "--batch-size 10000000000", "--context-length 128"});
   EXPECT_NO_THROW(check_memory_fits(o, e, std::nullopt));  // unknown: not refused
   o.batch_size = 1;
   EXPECT_NO_THROW(check_memory_fits(o, estimate_training_memory(o.model, 1), 8.0 * (1 << 30)));

@@ -102,7 +102,8 @@ TEST(MetricsLog, ResumeNeverRefusesOverTheLog) {
 TEST(Plot, SvgFallback) {
   TempDir tmp;
   std::vector<MetricsRow> rows;
-  for (int s = 1; s <= 50; ++s) rows.push_back(row(s, 4.0 / s, s % 10 == 0 ? std::optional(4.5 / s) : std::nullopt));
+  for (int s = 1; s <= 50; ++s)
+    rows.push_back(row(s, 4.0 / s, s % 10 == 0 ? std::optional(4.5 / s) : std::nullopt));
   fs::path svg = plot_loss_curve(rows, tmp / "metrics.csv", /*try_gnuplot=*/false);
   EXPECT_EQ(svg, tmp / "metrics.svg");
   std::string s = slurp(svg);

@@ -1,6 +1,6 @@
 // tests/train/test_tokenizer.cpp: the train/val split and the batch sampler (nanoGPT's
-// get_batch, deterministic per seed, resumable through the generator state). The character tokenizer's tests are in
-// tests/text/test_char_tokenizer.cpp.
+// get_batch, deterministic per seed, resumable through the generator state). The character tokenizer's tests
+// are in tests/text/test_char_tokenizer.cpp.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -19,8 +19,9 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
     f();
     ADD_FAILURE() << "expected xgrad::Error";
   } catch (const xgrad::Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "message '" << e.what() << "' lacks '" << p << "'";
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
   }
 }
 

@@ -26,7 +26,8 @@ std::string generated_text() {
   const char* words[] = {"the whale", "a ship", "the sea", "old ahab", "the crew"};
   const char* verbs[] = {" sails to ", " looks at ", " hunts ", " dreams of "};
   std::string s;
-  for (int i = 0; i < 240; ++i) s += std::string(words[i % 5]) + verbs[(i / 5) % 4] + words[(i * 3 + 1) % 5] + ".\n";
+  for (int i = 0; i < 240; ++i)
+    s += std::string(words[i % 5]) + verbs[(i / 5) % 4] + words[(i * 3 + 1) % 5] + ".\n";
   return s;
 }
 
@@ -95,8 +96,8 @@ TEST_F(TrainerTest, SmokeLossFalls) {
 
   // sampling after training reproduces the corpus's words
   xgrad::Generator g(5);
-  std::string text = t.tokenizer().decode(
-      generate_tokens(t.model(), t.tokenizer().encode("the "), 40, 0.0, 0, g));
+  std::string text =
+      t.tokenizer().decode(generate_tokens(t.model(), t.tokenizer().encode("the "), 40, 0.0, 0, g));
   EXPECT_EQ(text.rfind("the ", 0), 0u);
   EXPECT_EQ(text.size(), 44u);
 }
@@ -121,8 +122,7 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   EXPECT_EQ(b.step(), 5);
   auto sa = a.model().state_dict(), sb = b.model().state_dict();
   ASSERT_EQ(sa.size(), sb.size());
-  for (const auto& [name, t] : sa)
-    EXPECT_EQ(t.to_vector<double>(), sb.at(name).to_vector<double>()) << name;
+  for (const auto& [name, t] : sa) EXPECT_EQ(t.to_vector<double>(), sb.at(name).to_vector<double>()) << name;
   auto oa = a.optimizer_tensors(), ob = b.optimizer_tensors();
   ASSERT_EQ(oa.size(), ob.size());
   for (std::size_t i = 0; i < oa.size(); ++i) {
@@ -178,14 +178,16 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
   // a corpus with one more character: the vocabulary differs (listed) before vocab_size does
   Corpus other = make_corpus(generated_text() + "Z", 16, "other.txt");
   Trainer v(o, std::move(other));
-  expect_error([&] { v.load(ck); }, {"different vocabulary", "only in the checkpoint: none",
-                                     "only in the corpus: 'Z'"});
+  expect_error([&] { v.load(ck); },
+               {"different vocabulary", "only in the checkpoint: none", "only in the corpus: 'Z'"});
 
   // same vocabulary size, different characters
   std::string swapped = generated_text();
-  for (char& c : swapped) if (c == 'w') c = 'W';
+  for (char& c : swapped)
+    if (c == 'w') c = 'W';
   Trainer s(o, make_corpus(swapped, 16, "swapped.txt"));
-  expect_error([&] { s.load(ck); }, {"different vocabulary", "only in the checkpoint: 'w'", "only in the corpus: 'W'"});
+  expect_error([&] { s.load(ck); },
+               {"different vocabulary", "only in the checkpoint: 'w'", "only in the corpus: 'W'"});
 
   // a model tensor with the wrong shape (checksums are fine: the file is "valid")
   auto bad = ck;

@@ -90,8 +90,8 @@ std::string join_bytes(const std::vector<int64_t>& ids, const std::vector<std::s
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
     if (id < 0 || id >= static_cast<int64_t>(id_bytes.size()))
-      xgrad::fail(op, "token id ", id, " at position ", i, " is outside the vocabulary [0, ",
-                  id_bytes.size(), ")");
+      xgrad::fail(op, "token id ", id, " at position ", i, " is outside the vocabulary [0, ", id_bytes.size(),
+                  ")");
     out += id_bytes[static_cast<std::size_t>(id)];
   }
   return out;
@@ -163,8 +163,7 @@ GPT2Tokenizer GPT2Tokenizer::from_files(const std::string& vocab_bpe_path,
   try {
     return from_strings(bpe, enc);
   } catch (const xgrad::Error& e) {
-    xgrad::fail("GPT2Tokenizer", "loading ", vocab_bpe_path, " and ", encoder_json_path, ": ",
-                e.what());
+    xgrad::fail("GPT2Tokenizer", "loading ", vocab_bpe_path, " and ", encoder_json_path, ": ", e.what());
   }
 }
 
@@ -249,7 +248,9 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
     auto l = id_of.find(left), rt = id_of.find(right), res = id_of.find(left + right);
     if (l == id_of.end() || rt == id_of.end() || res == id_of.end())
       xgrad::fail("GPT2Tokenizer", "vocab.bpe merge ", r, " ('", left, " ", right, "'): '",
-                  l == id_of.end() ? left : rt == id_of.end() ? right : left + right,
+                  l == id_of.end()    ? left
+                  : rt == id_of.end() ? right
+                                      : left + right,
                   "' is not in encoder.json");
     t.table_.add(l->second, rt->second, rank_of_key.at(left + "," + right), res->second);
   }
@@ -258,9 +259,8 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
 
 GPT2Tokenizer GPT2Tokenizer::from_json(std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("type", "") != "gpt2" ||
-      !j.contains("merges") || !j["merges"].is_array() || !j.contains("encoder") ||
-      !j["encoder"].is_object())
+  if (j.is_discarded() || !j.is_object() || j.value("type", "") != "gpt2" || !j.contains("merges") ||
+      !j["merges"].is_array() || !j.contains("encoder") || !j["encoder"].is_object())
     xgrad::fail("GPT2Tokenizer", "expected {\"type\": \"gpt2\", \"merges\": [...], \"encoder\": {...}}");
   std::string bpe = "#version: 0.2\n";
   for (const auto& m : j["merges"]) {
@@ -308,7 +308,8 @@ void BPETokenizer::rebuild() {
   for (std::size_t i = 0; i < merges_.size(); ++i) {
     const auto [l, r] = merges_[i];
     const auto id = static_cast<int32_t>(256 + i);
-    id_bytes_[static_cast<std::size_t>(id)] = id_bytes_[static_cast<std::size_t>(l)] + id_bytes_[static_cast<std::size_t>(r)];
+    id_bytes_[static_cast<std::size_t>(id)] =
+        id_bytes_[static_cast<std::size_t>(l)] + id_bytes_[static_cast<std::size_t>(r)];
     table_.add(l, r, static_cast<int64_t>(i), id);
   }
 }
@@ -318,8 +319,8 @@ BPETokenizer BPETokenizer::from_merges(std::vector<std::pair<int32_t, int32_t>> 
     const int64_t limit = 256 + static_cast<int64_t>(i);
     const auto [l, r] = merges[i];
     if (l < 0 || r < 0 || l >= limit || r >= limit)
-      xgrad::fail("BPETokenizer", "merge ", i, " (", l, ", ", r, ") must join two ids in [0, ",
-                  limit, "): the bytes and the earlier merges");
+      xgrad::fail("BPETokenizer", "merge ", i, " (", l, ", ", r, ") must join two ids in [0, ", limit,
+                  "): the bytes and the earlier merges");
   }
   if (merges.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max() - 256))
     xgrad::fail("BPETokenizer", "too many merges (", merges.size(), ")");
@@ -376,7 +377,7 @@ BPETokenizer BPETokenizer::train(std::string_view corpus, int64_t num_merges) {
     heap.pop();
     auto pc = pair_count.find(k);
     if (pc == pair_count.end() || pc->second != n) continue;  // stale
-    if (n < 2) break;                                          // no pair occurs twice
+    if (n < 2) break;                                         // no pair occurs twice
     const auto a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xFFFFFFFFu);
     const auto id = static_cast<int32_t>(256 + merges.size());
     merges.emplace_back(a, b);
@@ -424,8 +425,8 @@ BPETokenizer BPETokenizer::train(std::string_view corpus, int64_t num_merges) {
 
 BPETokenizer BPETokenizer::from_json(std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("type", "") != "bpe" ||
-      !j.contains("merges") || !j["merges"].is_array())
+  if (j.is_discarded() || !j.is_object() || j.value("type", "") != "bpe" || !j.contains("merges") ||
+      !j["merges"].is_array())
     xgrad::fail("BPETokenizer", "expected {\"type\": \"bpe\", \"version\": 1, \"merges\": [[a, b], ...]}");
   if (!j.contains("version") || j["version"] != 1)
     xgrad::fail("BPETokenizer", "unsupported version ", j.value("version", nlohmann::json()).dump(),

@@ -28,13 +28,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_json(std::string_view json) {
   if (j.is_discarded()) xgrad::fail("tokenizer_from_json", "the text is not valid JSON");
   if (j.is_array()) return std::make_unique<CharTokenizer>(CharTokenizer::from_json(json));
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
-    xgrad::fail("tokenizer_from_json", "expected a JSON list (a character vocabulary) or an "
+    xgrad::fail("tokenizer_from_json",
+                "expected a JSON list (a character vocabulary) or an "
                 "object with a \"type\" (\"gpt2\" or \"bpe\")");
   const std::string type = j["type"].get<std::string>();
   if (type == "gpt2") return std::make_unique<GPT2Tokenizer>(GPT2Tokenizer::from_json(json));
   if (type == "bpe") return std::make_unique<BPETokenizer>(BPETokenizer::from_json(json));
-  xgrad::fail("tokenizer_from_json", "unknown tokenizer type '", type,
-              "' (expected \"gpt2\" or \"bpe\")");
+  xgrad::fail("tokenizer_from_json", "unknown tokenizer type '", type, "' (expected \"gpt2\" or \"bpe\")");
 }
 
 CharTokenizer CharTokenizer::from_text(std::string_view text, const std::string& source) {
@@ -52,8 +52,8 @@ CharTokenizer CharTokenizer::from_vocab(std::vector<char32_t> vocab) {
       xgrad::fail("tokenizer", "vocabulary entry ", i, " is not a valid code point");
     if (i > 0 && vocab[i] <= vocab[i - 1])
       xgrad::fail("tokenizer", "vocabulary entries ", i - 1, " and ", i,
-                  " are not in strictly increasing order (", describe(vocab[i - 1]), ", ",
-                  describe(vocab[i]), ")");
+                  " are not in strictly increasing order (", describe(vocab[i - 1]), ", ", describe(vocab[i]),
+                  ")");
   }
   CharTokenizer tok;
   tok.vocab_ = std::move(vocab);
@@ -121,8 +121,8 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
   out.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size())
-      xgrad::fail("tokenizer", "token id ", ids[i], " at position ", i, " is outside [0, ",
-                  vocab_size(), ")");
+      xgrad::fail("tokenizer", "token id ", ids[i], " at position ", i, " is outside [0, ", vocab_size(),
+                  ")");
     append_utf8(out, vocab_[static_cast<std::size_t>(ids[i])]);
   }
   return out;

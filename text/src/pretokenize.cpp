@@ -13,8 +13,7 @@ struct CodePointRange {
   char32_t lo, hi;
   CharClass cls;
 };
-constexpr CharClass kLetter = CharClass::kLetter, kNumber = CharClass::kNumber,
-                    kSpace = CharClass::kSpace;
+constexpr CharClass kLetter = CharClass::kLetter, kNumber = CharClass::kNumber, kSpace = CharClass::kSpace;
 #include "unicode_table.inc"
 
 std::array<CharClass, 128> ascii_classes() {
@@ -35,9 +34,9 @@ inline std::size_t sequence_length(unsigned char lead) {
 CharClass char_class(char32_t cp) {
   if (cp < 128) return kAscii[cp];
   const CodePointRange* end = std::end(kCodePointRanges);
-  const CodePointRange* r = std::upper_bound(
-      std::begin(kCodePointRanges), end, cp,
-      [](char32_t c, const CodePointRange& range) { return c < range.lo; });
+  const CodePointRange* r =
+      std::upper_bound(std::begin(kCodePointRanges), end, cp,
+                       [](char32_t c, const CodePointRange& range) { return c < range.lo; });
   if (r == std::begin(kCodePointRanges)) return CharClass::kOther;
   --r;  // the last range starting at or before cp
   return cp <= r->hi ? r->cls : CharClass::kOther;

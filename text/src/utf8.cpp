@@ -29,11 +29,23 @@ std::vector<char32_t> decode_utf8(std::string_view text, const std::string& sour
     int len = 0;
     char32_t cp = 0;
     char32_t min = 0;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; min = 0x10000; }
-    else if (c >= 0x80 && c <= 0xBF) { bad(i, "unexpected continuation byte"); }
-    else { bad(i, "byte never valid in UTF-8"); }
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      cp = c & 0x1F;
+      min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      cp = c & 0x0F;
+      min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      cp = c & 0x07;
+      min = 0x10000;
+    } else if (c >= 0x80 && c <= 0xBF) {
+      bad(i, "unexpected continuation byte");
+    } else {
+      bad(i, "byte never valid in UTF-8");
+    }
     if (i + len > n) bad(i, "sequence truncated at the end of the text");
     for (int k = 1; k < len; ++k) {
       unsigned char cc = s[i + k];
@@ -81,9 +93,12 @@ std::string decode_utf8_replace(std::string_view bytes) {
     const unsigned char b = s[i];
     if (needed == 0) {
       ++i;
-      if (b < 0x80) { out += static_cast<char>(b); }
-      else if (b >= 0xC2 && b <= 0xDF) { needed = 1; cp = b & 0x1F; }
-      else if (b >= 0xE0 && b <= 0xEF) {
+      if (b < 0x80) {
+        out += static_cast<char>(b);
+      } else if (b >= 0xC2 && b <= 0xDF) {
+        needed = 1;
+        cp = b & 0x1F;
+      } else if (b >= 0xE0 && b <= 0xEF) {
         if (b == 0xE0) lower = 0xA0;
         if (b == 0xED) upper = 0x9F;
         needed = 2;

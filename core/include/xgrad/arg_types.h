@@ -55,11 +55,11 @@ class Int {
 };
 
 struct Dims : Shape {
-  Dims() = default;                                                    // {}: every dim
+  Dims() = default;  // {}: every dim
   template <Integer I>
-  Dims(I dim) : Shape{static_cast<int64_t>(dim)} {}                    // NOLINT: x.sum(-1)
-  Dims(std::initializer_list<int64_t> dims) : Shape(dims) {}           // x.sum({0, 2})
-  Dims(Shape dims) : Shape(std::move(dims)) {}                         // NOLINT: x.sum(dims)
+  Dims(I dim) : Shape{static_cast<int64_t>(dim)} {}           // NOLINT: x.sum(-1)
+  Dims(std::initializer_list<int64_t> dims) : Shape(dims) {}  // x.sum({0, 2})
+  Dims(Shape dims) : Shape(std::move(dims)) {}                // NOLINT: x.sum(dims)
 };
 
 }  // namespace xgrad

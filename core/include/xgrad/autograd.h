@@ -71,8 +71,8 @@ inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
 // What a backward closure hands gradients to.
 class Grads {
  public:
-  bool wants(std::size_t input) const;          // does input i need a gradient?
-  void add(std::size_t input, Tensor grad);     // accumulate d(loss)/d(input i)
+  bool wants(std::size_t input) const;       // does input i need a gradient?
+  void add(std::size_t input, Tensor grad);  // accumulate d(loss)/d(input i)
 
   // internals
   explicit Grads(Node& node) : node_(node) {}
@@ -86,19 +86,19 @@ using BackwardFn = std::function<void(const Tensor& dout, Grads& grads)>;
 // One recorded op.
 struct Node {
   struct Edge {
-    std::shared_ptr<Node> fn;                // producer of the input (non-leaf), or
-    std::shared_ptr<TensorImpl> leaf;        // the leaf whose .grad receives the gradient
-    Shape shape;                             // the input's shape and dtype, for checks
+    std::shared_ptr<Node> fn;          // producer of the input (non-leaf), or
+    std::shared_ptr<TensorImpl> leaf;  // the leaf whose .grad receives the gradient
+    Shape shape;                       // the input's shape and dtype, for checks
     DType dtype = DType::Float32;
     bool wants() const { return fn != nullptr || leaf != nullptr; }
   };
 
-  std::string name;                          // "MulBackward0"
-  uint64_t sequence_nr = 0;                  // position on the tape
-  std::vector<Edge> next;                    // one per input
-  BackwardFn backward;                       // empty once released
-  bool released = false;                     // ran without retain_graph
-  std::weak_ptr<TensorImpl> retained;        // output that asked retain_grad()
+  std::string name;                    // "MulBackward0"
+  uint64_t sequence_nr = 0;            // position on the tape
+  std::vector<Edge> next;              // one per input
+  BackwardFn backward;                 // empty once released
+  bool released = false;               // ran without retain_graph
+  std::weak_ptr<TensorImpl> retained;  // output that asked retain_grad()
 
   // filled during backward: the gradient of this node's output
   Tensor pending;
@@ -110,10 +110,9 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 
 namespace detail {
 Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, BackwardFn fn);
-Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others,
-                       BackwardFn fn);
-Node::Edge edge_to(const Tensor& t);              // the edge into t's history (none: empty)
-std::shared_ptr<Node> new_node(const char* name); // named and numbered on the tape
+Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>& others, BackwardFn fn);
+Node::Edge edge_to(const Tensor& t);               // the edge into t's history (none: empty)
+std::shared_ptr<Node> new_node(const char* name);  // named and numbered on the tape
 // A view whose storage was written since its grad_fn was made gets a new one from its base's
 // history (core/src/inplace.cpp explains); everything that reads a grad_fn calls this first.
 void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view);
@@ -139,18 +138,15 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, F
 // input 0 is self's previous values, inputs 1.. are `others`. When self is a view, its base's
 // history is rebased (CopySlices) and self's grad_fn regenerated (core/src/inplace.cpp).
 template <class F>
-Tensor& record_inplace(const char* name, Tensor& self, std::initializer_list<Tensor> others,
-                       F&& fn) {
+Tensor& record_inplace(const char* name, Tensor& self, std::initializer_list<Tensor> others, F&& fn) {
   if (!GradMode::is_enabled() || !(self.requires_grad() || any_requires_grad(others))) return self;
-  return detail::attach_inplace(name, self, std::vector<Tensor>(others),
-                                BackwardFn(std::forward<F>(fn)));
+  return detail::attach_inplace(name, self, std::vector<Tensor>(others), BackwardFn(std::forward<F>(fn)));
 }
 
 // For in-place ops recorded with record_inplace: call it before writing, with the op's other
 // tensor inputs. With grad mode on, throws (as torch does) for a leaf that requires grad or a
 // view of one, and for a view made under NoGradGuard of a tensor that requires grad.
-void check_recorded_inplace(const char* op, const Tensor& self,
-                            std::initializer_list<Tensor> others = {});
+void check_recorded_inplace(const char* op, const Tensor& self, std::initializer_list<Tensor> others = {});
 
 // For in-place ops that record nothing: with grad mode on, throws a clear error if `self`
 // requires grad (a tensor in the graph whose history the op would silently falsify).

@@ -24,7 +24,9 @@ std::string shape_str(const Shape& shape);
 namespace detail {
 inline void append(std::ostringstream& os, const Shape& s) { os << shape_str(s); }
 template <class T>
-void append(std::ostringstream& os, const T& v) { os << v; }
+void append(std::ostringstream& os, const T& v) {
+  os << v;
+}
 }  // namespace detail
 
 // Throws Error("<op>: <parts...>"); Shape arguments print as [a, b, c].

@@ -9,11 +9,10 @@
 // Backward is run once per layout of its upstream gradient (dout): contiguous, then, with
 // dout_layouts on, the same weights as the op above would hand them over: offset into a
 // larger buffer, transposed (all dims reversed), sliced with a step (every other element of a
-// buffer twice as wide along the last dim longer than 1) and expanded (stride 0 along the last dim longer than 1 that is not the
-// last dim -- the rows of a row-wise op -- or along the last dim of a vector; the weights
-// then repeat). The finite differences are taken once per element, as a whole column of the
-// Jacobian, and dotted with each layout's weights: the extra layouts cost backward passes
-// only.
+// buffer twice as wide along the last dim longer than 1) and expanded (stride 0 along the last dim longer
+// than 1 that is not the last dim -- the rows of a row-wise op -- or along the last dim of a vector; the
+// weights then repeat). The finite differences are taken once per element, as a whole column of the Jacobian,
+// and dotted with each layout's weights: the extra layouts cost backward passes only.
 //
 //   auto x = randn({3, 4}, nullptr, kFloat64).requires_grad_();
 //   auto r = gradcheck([](const std::vector<Tensor>& in) { return softmax(in[0], -1); }, {x},
@@ -30,9 +29,9 @@
 namespace xgrad {
 
 struct GradcheckOptions {
-  std::string name = "fn";   // reported in messages
-  double eps = 1e-6;         // finite-difference step
-  double atol = 1e-5;        // |analytic - numeric| <= atol + rtol * |numeric|
+  std::string name = "fn";  // reported in messages
+  double eps = 1e-6;        // finite-difference step
+  double atol = 1e-5;       // |analytic - numeric| <= atol + rtol * |numeric|
   double rtol = 1e-3;
   uint64_t seed = 1234;      // for the loss weights
   bool dout_layouts = true;  // also hand backward strided, offset and expanded douts
@@ -40,7 +39,7 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool ok = true;
-  std::string message;       // empty when ok
+  std::string message;  // empty when ok
   double max_abs_error = 0.0;
   // the dout layouts backward was run with: "contiguous", "offset", "transposed",
   // "step-sliced", "expanded" (a layout a shape cannot have, e.g. transposed for 1-D, is left out)

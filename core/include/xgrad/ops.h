@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "xgrad/tensor.h"
@@ -27,8 +27,9 @@ Tensor ones(const Shape& shape, DType dtype = kFloat32);
 namespace detail {
 Tensor full_impl(const Shape& shape, double value, DType dtype);
 }  // namespace detail
-template <class V> requires std::is_arithmetic_v<V>
-Tensor full(const Shape& shape, V value, std::optional<DType> dtype = std::nullopt) {
+template <class V>
+requires std::is_arithmetic_v<V> Tensor full(const Shape& shape, V value,
+                                             std::optional<DType> dtype = std::nullopt) {
   const DType inferred = std::same_as<V, bool> ? kBool : Integer<V> ? kInt64 : kFloat32;
   return detail::full_impl(shape, static_cast<double>(value), dtype.value_or(inferred));
 }
@@ -36,20 +37,19 @@ Tensor full(const Shape& shape, V value, std::optional<DType> dtype = std::nullo
 // is int64, arange(5.0) and arange(0, 1, 0.1) float32), unless `dtype` says otherwise.
 namespace detail {
 Tensor arange_impl(double start, double end, double step, DType dtype);
-template <class... T> constexpr DType arange_dtype() {
+template <class... T>
+constexpr DType arange_dtype() {
   return (Integer<T> && ...) ? kInt64 : kFloat32;
 }
 }  // namespace detail
-template <class E> requires std::is_arithmetic_v<E>
-Tensor arange(E end, std::optional<DType> dtype = std::nullopt) {
-  return detail::arange_impl(0.0, static_cast<double>(end), 1.0,
-                             dtype.value_or(detail::arange_dtype<E>()));
+template <class E>
+requires std::is_arithmetic_v<E> Tensor arange(E end, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange_impl(0.0, static_cast<double>(end), 1.0, dtype.value_or(detail::arange_dtype<E>()));
 }
 template <class S, class E, class St = int>
-  requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St>
-Tensor arange(S start, E end, St step = 1, std::optional<DType> dtype = std::nullopt) {
-  return detail::arange_impl(static_cast<double>(start), static_cast<double>(end),
-                             static_cast<double>(step),
+requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St> Tensor
+arange(S start, E end, St step = 1, std::optional<DType> dtype = std::nullopt) {
+  return detail::arange_impl(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step),
                              dtype.value_or(detail::arange_dtype<S, E, St>()));
 }
 Tensor linspace(double start, double end, Int steps, DType dtype = kFloat32);
@@ -72,11 +72,26 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
 Tensor scalar_tensor(double value, DType dtype = kFloat32);
 
 namespace detail {
-template <class T> struct literal_dtype { static constexpr DType value = kFloat32; };
-template <> struct literal_dtype<int> { static constexpr DType value = kInt64; };
-template <> struct literal_dtype<long> { static constexpr DType value = kInt64; };
-template <> struct literal_dtype<long long> { static constexpr DType value = kInt64; };
-template <> struct literal_dtype<bool> { static constexpr DType value = kBool; };
+template <class T>
+struct literal_dtype {
+  static constexpr DType value = kFloat32;
+};
+template <>
+struct literal_dtype<int> {
+  static constexpr DType value = kInt64;
+};
+template <>
+struct literal_dtype<long> {
+  static constexpr DType value = kInt64;
+};
+template <>
+struct literal_dtype<long long> {
+  static constexpr DType value = kInt64;
+};
+template <>
+struct literal_dtype<bool> {
+  static constexpr DType value = kBool;
+};
 template <class T>
 void flatten_into(std::vector<double>& out, std::initializer_list<T> l) {
   for (const T& v : l) out.push_back(static_cast<double>(v));
@@ -99,8 +114,7 @@ Shape nested_shape_checked(const char* op, const std::vector<Shape>& row_shapes,
 //   auto inputs = tensor({{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}});   // (2, 3) float32
 //   auto ids = tensor({0, 1, 2, 3});                                   // (4,) int64
 template <class T>
-Tensor tensor(std::initializer_list<T> values,
-              std::optional<DType> dtype = std::nullopt) {
+Tensor tensor(std::initializer_list<T> values, std::optional<DType> dtype = std::nullopt) {
   std::vector<double> flat;
   detail::flatten_into(flat, values);
   return detail::tensor_from_values(flat, {static_cast<int64_t>(values.size())},
@@ -212,17 +226,17 @@ Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, Dims dims, Flag keepdim = false);
 Tensor var(const Tensor& a, Flag unbiased = true);
 Tensor var(const Tensor& a, Dims dims, Flag unbiased = true, Flag keepdim = false);
-Tensor std(const Tensor& a, Flag unbiased = true);                // sqrt(var)
+Tensor std(const Tensor& a, Flag unbiased = true);  // sqrt(var)
 Tensor std(const Tensor& a, Dims dims, Flag unbiased = true, Flag keepdim = false);
-Tensor max(const Tensor& a);                                       // over all elements
+Tensor max(const Tensor& a);  // over all elements
 ValuesIndices max(const Tensor& a, Int dim, Flag keepdim = false);
-Tensor max(const Tensor& a, const Tensor& other);                  // torch.max(a, b): maximum
+Tensor max(const Tensor& a, const Tensor& other);  // torch.max(a, b): maximum
 Tensor min(const Tensor& a);
 ValuesIndices min(const Tensor& a, Int dim, Flag keepdim = false);
-Tensor min(const Tensor& a, const Tensor& other);                  // minimum
+Tensor min(const Tensor& a, const Tensor& other);  // minimum
 Tensor amax(const Tensor& a, Dims dims = {}, Flag keepdim = false);
 Tensor amin(const Tensor& a, Dims dims = {}, Flag keepdim = false);
-Tensor argmax(const Tensor& a);                                    // flat index, int64
+Tensor argmax(const Tensor& a);  // flat index, int64
 Tensor argmax(const Tensor& a, Int dim, Flag keepdim = false);
 Tensor argmin(const Tensor& a);
 Tensor argmin(const Tensor& a, Int dim, Flag keepdim = false);
@@ -293,8 +307,8 @@ Tensor norm(const Tensor& a, double p = 2.0, Dims dims = {}, Flag keepdim = fals
 // sizes differ (torch would broadcast a size-1 dim).
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 template <class... T>
-  requires(sizeof...(T) > 0 && (std::same_as<std::remove_cvref_t<T>, Tensor> && ...))
-Tensor einsum(const std::string& equation, const T&... operands) {
+requires(sizeof...(T) > 0 && (std::same_as<std::remove_cvref_t<T>, Tensor> && ...)) Tensor
+    einsum(const std::string& equation, const T&... operands) {
   return einsum(equation, std::vector<Tensor>{operands...});
 }
 
@@ -320,15 +334,13 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 // are); others are copied once.
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     double dropout_p = 0.0, Flag is_causal = false,
-                                    std::optional<double> scale = std::nullopt,
-                                    Generator* gen = nullptr);
+                                    std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
 namespace detail {
 // The same op with its causal row-block size given (the public one uses 32): tests shrink it
 // so that small inputs span several blocks.
-Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key,
-                                            const Tensor& value, double dropout_p, bool is_causal,
-                                            std::optional<double> scale, Generator* gen,
-                                            int64_t block);
+Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            double dropout_p, bool is_causal, std::optional<double> scale,
+                                            Generator* gen, int64_t block);
 }  // namespace detail
 
 // =====================================================================  nn_functional.cpp
@@ -342,20 +354,19 @@ void check_dropout_p(const char* op, double p);
 // weight (num_embeddings, dim), indices int64 of any shape -> indices.shape + (dim,).
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Normalises over the trailing dims `normalized_shape`; weight/bias may be undefined.
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps = 1e-5);
 // F.cross_entropy's keyword arguments (torch's names and defaults; no `weight`):
 //   cross_entropy(x, t, {.ignore_index = 0, .reduction = "sum", .label_smoothing = 0.1})
 struct CrossEntropyOptions {
   Int ignore_index = -100;
-  std::string reduction = "mean";   // "mean" (over targets != ignore_index), "sum", "none"
-  double label_smoothing = 0.0;     // in [0, 1]
+  std::string reduction = "mean";  // "mean" (over targets != ignore_index), "sum", "none"
+  double label_smoothing = 0.0;    // in [0, 1]
 };
 // torch's F.cross_entropy: classes in dim 1. input (C), (N, C) or (N, C, d1, ...), target
 // int64 () / (N) / (N, d1, ...); so F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 // ports unchanged. Fused log-softmax + NLL.
-Tensor cross_entropy(const Tensor& input, const Tensor& target,
-                     const CrossEntropyOptions& options = {});
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
 // The same loss with classes in the LAST dim: logits (..., C), targets (...), e.g. a GPT's
 // (B, T, C) logits against (B, T) targets without flattening. Not a torch function (torch
 // would read (B, T, C) as C = T classes); its own name keeps cross_entropy meaning torch's.

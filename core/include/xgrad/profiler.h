@@ -26,21 +26,21 @@ namespace xgrad::profiler {
 
 struct Event {
   std::string name;
-  bool backward = false;   // a backward node (grad_fn) rather than a forward op
-  int64_t start_ns = 0;    // since the profile started
+  bool backward = false;  // a backward node (grad_fn) rather than a forward op
+  int64_t start_ns = 0;   // since the profile started
   int64_t duration_ns = 0;
-  int64_t self_ns = 0;     // duration minus the nested events' durations
-  int64_t bytes = 0;       // storage allocated inside, nested events included
+  int64_t self_ns = 0;  // duration minus the nested events' durations
+  int64_t bytes = 0;    // storage allocated inside, nested events included
   int64_t self_bytes = 0;
-  int depth = 0;           // nesting level (0 = called from user code)
-  int thread = 0;          // 0 = the thread that started the profile, then in order of appearance
+  int depth = 0;   // nesting level (0 = called from user code)
+  int thread = 0;  // 0 = the thread that started the profile, then in order of appearance
 };
 
 // One row of key_averages(): every event of one name.
 struct FunctionAverage {
   std::string name;
   int64_t count = 0;
-  int64_t self_cpu_ns = 0, cpu_ns = 0;    // totals
+  int64_t self_cpu_ns = 0, cpu_ns = 0;  // totals
   int64_t self_cpu_bytes = 0, cpu_bytes = 0;
 };
 
@@ -62,7 +62,7 @@ class profile {
   profile(const profile&) = delete;
   profile& operator=(const profile&) = delete;
 
-  void stop();  // idempotent; events are available after it
+  void stop();                                                  // idempotent; events are available after it
   const std::vector<Event>& events() const { return events_; }  // in order of completion
   KeyAverages key_averages() const;
   // Chrome's trace event format (complete "X" events, microseconds): opens in

@@ -41,13 +41,13 @@ class Generator {
 
   // Each fill writes out[0..n) exactly as torch's CPU kernel fills a contiguous tensor of n
   // elements of that dtype, and advances the generator by the same amount.
-  void uniform(float* out, int64_t n, double from, double to);   // torch.rand, uniform_
+  void uniform(float* out, int64_t n, double from, double to);  // torch.rand, uniform_
   void uniform(double* out, int64_t n, double from, double to);
-  void normal(float* out, int64_t n, double mean, double std);   // torch.randn, normal_
+  void normal(float* out, int64_t n, double mean, double std);  // torch.randn, normal_
   void normal(double* out, int64_t n, double mean, double std);
-  void bernoulli(float* out, int64_t n, double p);               // bernoulli_(p): 1 w.p. p
+  void bernoulli(float* out, int64_t n, double p);  // bernoulli_(p): 1 w.p. p
   void bernoulli(double* out, int64_t n, double p);
-  void bernoulli(bool* out, int64_t n, double p);                // the same draws as a mask
+  void bernoulli(bool* out, int64_t n, double p);                       // the same draws as a mask
   void random_int(int64_t* out, int64_t n, int64_t low, int64_t high);  // randint: [low, high)
 
   // Full state (mt19937 words, position, seed, cached normal samples) in torch's layout;
@@ -81,7 +81,7 @@ class Generator {
   template <class T>
   void bernoulli_fill(T* out, int64_t n, double p);
   static constexpr int64_t kBlockDraws = 1024;  // words per block in the bulk fills
-  double normal_sample();  // one at::normal_distribution<double> draw, mean 0 std 1
+  double normal_sample();                       // one at::normal_distribution<double> draw, mean 0 std 1
 
   Engine engine_;
   std::optional<double> next_double_normal_;  // second Box-Muller sample, used next time

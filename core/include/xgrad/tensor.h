@@ -46,13 +46,13 @@ struct Storage {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Shape strides;      // in elements
-  int64_t offset = 0; // in elements
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
-  bool requires_grad = false;       // for leaves; a tensor with grad_fn always requires grad
-  bool retains_grad = false;        // non-leaf asked to keep its .grad (retain_grad())
-  std::shared_ptr<TensorImpl> grad; // accumulated gradient (leaves, retained non-leaves)
-  std::shared_ptr<Node> grad_fn;    // the op that produced this tensor, if recorded
+  bool requires_grad = false;        // for leaves; a tensor with grad_fn always requires grad
+  bool retains_grad = false;         // non-leaf asked to keep its .grad (retain_grad())
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves, retained non-leaves)
+  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor, if recorded
   // A view's root base, and the storage version its grad_fn was made at: once the storage is
   // written, grad_fn is regenerated from the base's (core/src/inplace.cpp explains).
   std::shared_ptr<TensorImpl> view_base;
@@ -85,27 +85,32 @@ class Tensor {
 
   // ---- data
   // Pointer to the first element of this view (storage + offset); checks T against dtype().
-  template <class T> T* data_ptr() const;
+  template <class T>
+  T* data_ptr() const;
   void* raw_data_ptr() const;
-  double item() const;                            // one-element tensor, any dtype
-  template <class T> T item() const { return static_cast<T>(item()); }
+  double item() const;  // one-element tensor, any dtype
+  template <class T>
+  T item() const {
+    return static_cast<T>(item());
+  }
   // All elements in row-major order, converted to T (any layout, any dtype).
-  template <class T = float> std::vector<T> to_vector() const;
+  template <class T = float>
+  std::vector<T> to_vector() const;
 
   // ---- autograd
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // leaves only
   bool is_leaf() const;
-  Tensor grad() const;                     // undefined Tensor when no gradient yet
-  void set_grad(const Tensor& g);          // g undefined = set to none
-  void retain_grad();                      // keep .grad() of a non-leaf after backward
+  Tensor grad() const;             // undefined Tensor when no gradient yet
+  void set_grad(const Tensor& g);  // g undefined = set to none
+  void retain_grad();              // keep .grad() of a non-leaf after backward
   const std::shared_ptr<Node>& grad_fn() const;
-  std::string grad_fn_name() const;        // "SoftmaxBackward0", or "" for none
+  std::string grad_fn_name() const;  // "SoftmaxBackward0", or "" for none
   // loss.backward() for a one-element tensor; t.backward(grad) otherwise.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  Tensor detach() const;                   // same storage, no history
-  Tensor clone() const;                    // contiguous copy, differentiable
-  uint64_t version() const;                // the storage's in-place version counter
+  Tensor detach() const;     // same storage, no history
+  Tensor clone() const;      // contiguous copy, differentiable
+  uint64_t version() const;  // the storage's in-place version counter
   // Counts a write made through data_ptr() outside the ops (an optimizer's fused update, a
   // kernel of your own) as an in-place modification, as every in-place op does: a tensor
   // saved for backward from this storage then fails loudly instead of giving a wrong
@@ -113,11 +118,11 @@ class Tensor {
   void bump_version() const;
 
   // ---- views (zero-copy, differentiable)
-  Tensor view(Shape shape) const;          // one -1 allowed; throws on incompatible strides
-  Tensor reshape(Shape shape) const;       // view when possible, else a copy
+  Tensor view(Shape shape) const;     // one -1 allowed; throws on incompatible strides
+  Tensor reshape(Shape shape) const;  // view when possible, else a copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;                        // 2-D transpose
+  Tensor t() const;  // 2-D transpose
   Tensor permute(Shape dims) const;
   // Python's t[:, start:end:step] on one dim; start/end clamp like Python slicing.
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
@@ -127,12 +132,12 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
-  Tensor expand(Shape shape) const;        // -1 keeps a size; new leading dims allowed
+  Tensor expand(Shape shape) const;  // -1 keeps a size; new leading dims allowed
   Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
-  Tensor contiguous() const;               // *this when already contiguous
+  Tensor contiguous() const;  // *this when already contiguous
 
   // ---- conversion
-  Tensor to(DType dtype) const;            // differentiable between float types
+  Tensor to(DType dtype) const;  // differentiable between float types
 
   // ---- method forms of ops.h
   // (Flag binds to bool only, Int to integers only, Dims to one dim or a list: arg_types.h)
@@ -163,7 +168,7 @@ class Tensor {
   Tensor min() const;
   ValuesIndices max(Int dim, Flag keepdim = false) const;  // auto [values, indices] = x.max(-1);
   ValuesIndices min(Int dim, Flag keepdim = false) const;
-  Tensor max(const Tensor& other) const;                   // torch.max(x, y) = maximum(x, y)
+  Tensor max(const Tensor& other) const;  // torch.max(x, y) = maximum(x, y)
   Tensor min(const Tensor& other) const;
   Tensor amax(Dims dims = {}, Flag keepdim = false) const;
   Tensor amin(Dims dims = {}, Flag keepdim = false) const;
@@ -189,25 +194,46 @@ class Tensor {
   Tensor outer(const Tensor& other) const;
   Tensor norm(double p = 2.0, Dims dims = {}, Flag keepdim = false) const;  // x.norm(2, -1)
   // Plain-int shapes, as in torch: x.view(b, t, h, d), x.view(-1), x.permute(2, 0, 1).
-  template <Integer... I> requires(sizeof...(I) > 0)
-  Tensor view(I... sizes) const { return view(Shape{static_cast<int64_t>(sizes)...}); }
-  template <Integer... I> requires(sizeof...(I) > 0)
-  Tensor reshape(I... sizes) const { return reshape(Shape{static_cast<int64_t>(sizes)...}); }
-  template <Integer... I> requires(sizeof...(I) > 0)
-  Tensor permute(I... dims) const { return permute(Shape{static_cast<int64_t>(dims)...}); }
-  template <Integer... I> requires(sizeof...(I) > 0)
-  Tensor expand(I... sizes) const { return expand(Shape{static_cast<int64_t>(sizes)...}); }
+  template <Integer... I>
+  requires(sizeof...(I) > 0) Tensor view(I... sizes)
+  const { return view(Shape{static_cast<int64_t>(sizes)...}); }
+  template <Integer... I>
+  requires(sizeof...(I) > 0) Tensor reshape(I... sizes)
+  const { return reshape(Shape{static_cast<int64_t>(sizes)...}); }
+  template <Integer... I>
+  requires(sizeof...(I) > 0) Tensor permute(I... dims)
+  const { return permute(Shape{static_cast<int64_t>(dims)...}); }
+  template <Integer... I>
+  requires(sizeof...(I) > 0) Tensor expand(I... sizes)
+  const { return expand(Shape{static_cast<int64_t>(sizes)...}); }
   // A bool or a float where torch wants an int does not compile (C++ would convert it: x[true]
   // would be x[1], where torch's x[True] adds a dim).
-  template <class I> requires NotAnInt<I> Tensor operator[](I) const = delete;
-  template <class... A> requires(NotAnInt<A> || ...) Tensor transpose(A...) const = delete;
-  template <class... A> requires(NotAnInt<A> || ...) Tensor select(A...) const = delete;
-  template <class... A> requires(NotAnInt<A> || ...) Tensor narrow(A...) const = delete;
-  template <class... A> requires(NotAnInt<A> || ...) Tensor slice(A...) const = delete;
-  template <class... A> requires(NotAnInt<A> || ...) Tensor flatten(A...) const = delete;
-  template <class A> requires NotAnInt<A> Tensor unsqueeze(A) const = delete;
-  template <class A> requires NotAnInt<A> Tensor squeeze(A) const = delete;
-  template <class A> requires NotAnInt<A> int64_t size(A) const = delete;
+  template <class I>
+  requires NotAnInt<I> Tensor operator[](I) const = delete;
+  template <class... A>
+  requires(NotAnInt<A> || ...) Tensor transpose(A...)
+  const = delete;
+  template <class... A>
+  requires(NotAnInt<A> || ...) Tensor select(A...)
+  const = delete;
+  template <class... A>
+  requires(NotAnInt<A> || ...) Tensor narrow(A...)
+  const = delete;
+  template <class... A>
+  requires(NotAnInt<A> || ...) Tensor slice(A...)
+  const = delete;
+  template <class... A>
+  requires(NotAnInt<A> || ...) Tensor flatten(A...)
+  const = delete;
+  template <class A>
+  requires NotAnInt<A> Tensor unsqueeze(A)
+  const = delete;
+  template <class A>
+  requires NotAnInt<A> Tensor squeeze(A)
+  const = delete;
+  template <class A>
+  requires NotAnInt<A> int64_t size(A)
+  const = delete;
 
   // ---- in-place (bump the version counter)
   Tensor& masked_fill_(const Tensor& mask, double value);  // differentiable
@@ -217,7 +243,7 @@ class Tensor {
   Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate = false) const;
   Tensor& zero_();
   Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);                  // broadcasts src to this shape
+  Tensor& copy_(const Tensor& src);  // broadcasts src to this shape
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& mul_(double value);
   Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt);

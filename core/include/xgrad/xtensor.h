@@ -68,8 +68,7 @@ namespace xtensor_detail {
 
 // The xgrad dtype of a C++ element type; other types are refused at run time with their name.
 template <class T>
-constexpr bool has_dtype = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                           std::is_same_v<T, bool> ||
+constexpr bool has_dtype = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bool> ||
                            (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 8);
 
 template <class T>
@@ -87,10 +86,14 @@ const char* type_name() {
   } else if constexpr (std::is_integral_v<T>) {
     constexpr bool s = std::is_signed_v<T>;
     switch (sizeof(T)) {
-      case 1: return s ? "int8" : "uint8";
-      case 2: return s ? "int16" : "uint16";
-      case 4: return s ? "int32" : "uint32";
-      default: return s ? "int64" : "uint64";
+      case 1:
+        return s ? "int8" : "uint8";
+      case 2:
+        return s ? "int16" : "uint16";
+      case 4:
+        return s ? "int32" : "uint32";
+      default:
+        return s ? "int64" : "uint64";
     }
   } else {
     return "a non-arithmetic type";
@@ -110,7 +113,8 @@ DType checked_dtype(const char* op, const Shape& shape) {
 }
 
 // xarray / xtensor / xtensor_fixed containers own their memory; views and adaptors do not.
-template <class E> struct is_owning_container : std::false_type {};
+template <class E>
+struct is_owning_container : std::false_type {};
 template <class EC, xt::layout_type L, class SC, class Tag>
 struct is_owning_container<xt::xarray_container<EC, L, SC, Tag>> : std::true_type {};
 template <class EC, std::size_t N, xt::layout_type L, class Tag>
@@ -127,10 +131,13 @@ concept Strided = requires(const E& e) {
   e.shape();
 };
 
-template <class E> struct is_shared_ptr : std::false_type {};
-template <class T> struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {};
+template <class E>
+struct is_shared_ptr : std::false_type {};
+template <class T>
+struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {};
 
-template <class> inline constexpr bool always_false = false;
+template <class>
+inline constexpr bool always_false = false;
 
 // Wraps the memory of a strided expression (its first element at e.data() + e.data_offset()).
 template <class E>
@@ -165,8 +172,8 @@ Tensor wrap(const E& e, std::shared_ptr<void> owner, const char* op) {
 // copy, writes on either side show on the other, and the tensor (and every view of it) keeps
 // the container alive. Do not resize the container while tensors use it.
 template <class C>
-  requires xtensor_detail::OwningContainer<C> && (!std::is_const_v<C>)
-Tensor from_xtensor(std::shared_ptr<C> container) {
+requires xtensor_detail::OwningContainer<C> &&(!std::is_const_v<C>)Tensor
+    from_xtensor(std::shared_ptr<C> container) {
   if (!container) throw Error("from_xtensor: null shared_ptr");
   const C& c = *container;
   return xtensor_detail::wrap(c, std::shared_ptr<void>(std::move(container)), "from_xtensor");
@@ -174,17 +181,16 @@ Tensor from_xtensor(std::shared_ptr<C> container) {
 
 // Takes an xarray / xtensor over (pass it with std::move): no copy; the tensor owns it now.
 template <class C>
-  requires xtensor_detail::OwningContainer<C> && (!std::is_lvalue_reference_v<C>)
-Tensor from_xtensor(C&& container) {
+requires xtensor_detail::OwningContainer<C> &&(!std::is_lvalue_reference_v<C>)Tensor
+    from_xtensor(C&& container) {
   return from_xtensor(std::make_shared<std::remove_cvref_t<C>>(std::move(container)));
 }
 
 // Anything else (a named array, a view, a lazy expression) without xgrad::borrow does not say
 // how the memory is shared: refuse it at compile time.
 template <class E>
-  requires(!xtensor_detail::is_shared_ptr<std::remove_cvref_t<E>>::value &&
-           !(xtensor_detail::OwningContainer<E> && !std::is_lvalue_reference_v<E>))
-Tensor from_xtensor(E&&) {
+requires(!xtensor_detail::is_shared_ptr<std::remove_cvref_t<E>>::value &&
+         !(xtensor_detail::OwningContainer<E> && !std::is_lvalue_reference_v<E>)) Tensor from_xtensor(E&&) {
   static_assert(xtensor_detail::always_false<E>,
                 "xgrad::from_xtensor(a): say how the tensor gets the memory: "
                 "from_xtensor(std::move(a)) takes the array over, "
@@ -223,8 +229,8 @@ Tensor tensor(const xt::xexpression<E>& expression) {
   if constexpr (xtensor_detail::has_dtype<T>) {
     using Stored = std::conditional_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int64_t, T>;
     std::vector<std::size_t> xshape(e.shape().begin(), e.shape().end());
-    auto dst = xt::adapt(out.data_ptr<Stored>(), static_cast<std::size_t>(out.numel()),
-                         xt::no_ownership(), xshape);
+    auto dst =
+        xt::adapt(out.data_ptr<Stored>(), static_cast<std::size_t>(out.numel()), xt::no_ownership(), xshape);
     xt::noalias(dst) = e;  // same shape: element by element, in row-major order
   }
   return out;
@@ -235,9 +241,8 @@ Tensor tensor(const xt::xexpression<E>& expression) {
 // What to_xtensor returns: an xt::xarray_adaptor over a tensor's storage, with the tensor's
 // shape and strides, that keeps the storage alive.
 template <class T>
-using XtensorView =
-    xt::xarray_adaptor<xt::xbuffer_adaptor<T*, xt::smart_ownership, std::shared_ptr<Storage>>,
-                       xt::layout_type::dynamic, std::vector<std::size_t>>;
+using XtensorView = xt::xarray_adaptor<xt::xbuffer_adaptor<T*, xt::smart_ownership, std::shared_ptr<Storage>>,
+                                       xt::layout_type::dynamic, std::vector<std::size_t>>;
 
 // t as an xtensor expression without a copy (torch's t.numpy()): any strides (transposed,
 // sliced, expanded), 0-d included. T must be t's element type (float for float32, ...).

@@ -27,8 +27,8 @@ namespace {
 int64_t wrap_dim(const char* op, int64_t d, const Tensor& a) {
   const int64_t r = std::max<int64_t>(a.dim(), 1);
   if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", a.shape(),
-         " (expected in [", -r, ", ", r - 1, "])");
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", a.shape(), " (expected in [", -r,
+         ", ", r - 1, "])");
   return d < 0 ? d + r : d;
 }
 
@@ -165,9 +165,8 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
     const T* px = x.data_ptr<T>();
     T* py = out.data_ptr<T>();
     if (out.numel() > 0)  // outer slices split over threads, each computed whole
-      kernels::parallel_rows(g.outer, g.C * g.inner, kernels::kGrainMath, [&](int64_t o0, int64_t o1) {
-        softmax_forward<T, Log>(px, py, g, o0, o1);
-      });
+      kernels::parallel_rows(g.outer, g.C * g.inner, kernels::kGrainMath,
+                             [&](int64_t o0, int64_t o1) { softmax_forward<T, Log>(px, py, g, o0, o1); });
   });
   return record(node, out, {a}, [y = save(out), g](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));

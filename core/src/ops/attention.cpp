@@ -42,8 +42,8 @@
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
-#include "xgrad/random.h"
 #include "xgrad/profiler.h"
+#include "xgrad/random.h"
 
 namespace xgrad {
 
@@ -81,15 +81,15 @@ struct Params {
 
 // C (m, n) = alpha * op(A) @ op(B), beta 0; k == 0 writes zeros (BLAS would scale C's garbage).
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  blas::gemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1),
-             T(0), c, std::max<int64_t>(ldc, 1));
+  blas::gemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1), T(0), c,
+             std::max<int64_t>(ldc, 1));
 }
 
 // Element offset of every batch entry of t (all dims but the last two), row-major order.
@@ -134,8 +134,7 @@ Tensor empty_in_layout(const Shape& shape, const Shape& strides, DType dtype) {
   const int64_t nd = static_cast<int64_t>(shape.size());
   std::vector<int64_t> perm(static_cast<std::size_t>(nd));
   std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
   Shape ps;
   for (int64_t d : perm) ps.push_back(shape[d]);
   const Shape cs = contiguous_strides(ps);
@@ -206,8 +205,7 @@ void pad_row(T* row, int64_t n, int64_t ne) {
   constexpr int64_t W = static_cast<int64_t>(B::size);
   if (ne % W == 0) {
     for (int64_t j = n / W * W; j < ne; j += W)
-      xsimd::select(lanes_below<T>(n - j), B::load_unaligned(row + j), B(ninf))
-          .store_unaligned(row + j);
+      xsimd::select(lanes_below<T>(n - j), B::load_unaligned(row + j), B(ninf)).store_unaligned(row + j);
     return;
   }
   std::fill(row + n, row + ne, ninf);
@@ -217,8 +215,7 @@ void pad_row(T* row, int64_t n, int64_t ne) {
 // [0, ne), 0 on [ne, ce), in place; with dropout (wd not null) also the dropped weights
 // wd = W * (mask / (1 - p)) on [0, n), 0 on [n, ce).
 template <class T>
-void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t n, int64_t ne,
-                   int64_t ce) {
+void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t n, int64_t ne, int64_t ce) {
   int64_t j = 0;
   using B = Batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
@@ -227,8 +224,7 @@ void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t
     const B x = xsimd::select(lanes_below<T>(ne - j), B::load_unaligned(row + j) * vinv, zero);
     x.store_unaligned(row + j);
     if (wd)
-      xsimd::select(lanes_below<T>(n - j), x * keep_factors<T>(keep + j, vks), zero)
-          .store_unaligned(wd + j);
+      xsimd::select(lanes_below<T>(n - j), x * keep_factors<T>(keep + j, vks), zero).store_unaligned(wd + j);
   }
   for (; j < ce; ++j) {
     const T x = j < ne ? row[j] * inv : T(0);
@@ -241,8 +237,8 @@ void normalize_row(T* row, T inv, const bool* keep, T keep_scale, T* wd, int64_t
 // dS = W * (dW - s) * scale on [0, n), 0 on [n, ce); when wd is not null also the dropped
 // weights dV needs: wd = W * (mask / (1 - p)) on [0, n), 0 on [n, ce). d may be null (wd only).
 template <class T>
-void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale, T* wd,
-                  int64_t n, int64_t ce) {
+void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale, T* wd, int64_t n,
+                  int64_t ce) {
   int64_t j = 0;
   using B = Batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
@@ -250,9 +246,7 @@ void backward_row(T* d, const T* w, T s, T scale, const bool* keep, T keep_scale
   for (; j + W <= ce; j += W) {
     const B x = B::load_unaligned(w + j);
     const auto live = lanes_below<T>(n - j);
-    if (d)
-      xsimd::select(live, x * (B::load_unaligned(d + j) - vs) * vscale, zero)
-          .store_unaligned(d + j);
+    if (d) xsimd::select(live, x * (B::load_unaligned(d + j) - vs) * vscale, zero).store_unaligned(d + j);
     if (wd) xsimd::select(live, x * keep_factors<T>(keep + j, vks), zero).store_unaligned(wd + j);
   }
   for (; j < ce; ++j) {
@@ -278,8 +272,7 @@ void prefetch_rows(const T* base, int64_t S, int64_t r0, int64_t r1, int64_t ce)
 // batches; exp(-inf) = 0 there, as for the composed chain's masked entries. With dropout (keep
 // not null) also the rows' dropped weights in wd.
 template <class T>
-void softmax_rows(const Params& P, T* w, const bool* keep, T* wd, int64_t i0, int64_t i1,
-                  int64_t ce) {
+void softmax_rows(const Params& P, T* w, const bool* keep, T* wd, int64_t i0, int64_t i1, int64_t ce) {
   const int64_t S = P.S;
   const T ks = P.keep_scale<T>();
   auto padded = [&](int64_t n) { return std::min((n + 15) / 16 * 16, S); };
@@ -297,8 +290,8 @@ void softmax_rows(const Params& P, T* w, const bool* keep, T* wd, int64_t i0, in
   }
   for (int64_t i = i0; i < i1; ++i) {
     const int64_t n = P.valid(i);
-    normalize_row(w + i * S, red[i - i0], keep ? keep + i * S : nullptr, ks,
-                  keep ? wd + i * S : nullptr, n, padded(n), ce);
+    normalize_row(w + i * S, red[i - i0], keep ? keep + i * S : nullptr, ks, keep ? wd + i * S : nullptr, n,
+                  padded(n), ce);
   }
 }
 
@@ -306,9 +299,8 @@ void softmax_rows(const Params& P, T* w, const bool* keep, T* wd, int64_t i0, in
 // w: (L, S) buffer (ld S) receiving the softmax output; keep: dropout()'s (L, S) byte mask for
 // this matrix (null without dropout); wd: (L, S) scratch for the dropped weights.
 template <class T>
-void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_t ldk,
-                    const T* v, int64_t ldv, T* out, int64_t ldo, T* w, const bool* keep,
-                    T* wd) {
+void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
+                    int64_t ldv, T* out, int64_t ldo, T* w, const bool* keep, T* wd) {
   const int64_t S = P.S;
   const T scale = static_cast<T>(P.scale);
   for (int64_t r0 = 0; r0 < P.L; r0 += P.block) {
@@ -328,13 +320,13 @@ void forward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_
 // over dp (dW' in, dS out; null when dq and dk are not wanted); with dropout and wd not null
 // also the rows' dropped weights W' in wd, for dV. See backward_matrix for the formulas.
 template <class T>
-void backward_rows(const Params& P, const T* w, const bool* keep, T* dp, T* wd, int64_t i0,
-                   int64_t i1, int64_t ce) {
+void backward_rows(const Params& P, const T* w, const bool* keep, T* dp, T* wd, int64_t i0, int64_t i1,
+                   int64_t ce) {
   const int64_t S = P.S;
   const T scale = static_cast<T>(P.scale), ks = P.keep_scale<T>();
   T red[kPassRows];
   if (dp) {
-    if (keep)  // dW = dW' * (mask / (1 - p))
+    if (keep)                            // dW = dW' * (mask / (1 - p))
       for (int64_t i = i0; i < i1; ++i)  // on all of [0, ce): backward_row zeroes [n, ce)
         vec::mul_keep_mask(dp + i * S, keep + i * S, ks, dp + i * S, ce);
     for (int64_t i = i0; i < i1; ++i)  // red = rowsum(dW * W)
@@ -352,10 +344,9 @@ void backward_rows(const Params& P, const T* w, const bool* keep, T* dp, T* wd, 
 //   dQ = dS @ k;  dK = dS^T @ q.
 // dp and wd are (L, S) scratch; dq/dk/dv are null when not wanted.
 template <class T>
-void backward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_t ldk,
-                     const T* v, int64_t ldv, const T* dout, int64_t lddo, const T* w,
-                     const bool* keep, T* dq, int64_t lddq, T* dk, int64_t lddk, T* dv,
-                     int64_t lddv, T* dp, T* wd) {
+void backward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
+                     int64_t ldv, const T* dout, int64_t lddo, const T* w, const bool* keep, T* dq,
+                     int64_t lddq, T* dk, int64_t lddk, T* dv, int64_t lddv, T* dp, T* wd) {
   const int64_t L = P.L, S = P.S;
   const bool want_s = dq || dk;
   const bool dropped = P.dropout && dv;  // dV needs W' materialised
@@ -379,11 +370,11 @@ void backward_matrix(const Params& P, const T* q, int64_t ldq, const T* k, int64
     const int64_t c1 = std::min(c0 + cblock, S);
     const int64_t i0 = P.causal ? std::min(c0, L) : 0;
     if (dk)  // dK[c0:c1] = dS[i0:L, c0:c1]^T @ q[i0:L]
-      gemm<T>(true, false, c1 - c0, P.E, L - i0, T(1), dp + i0 * S + c0, S, q + i0 * ldq, ldq,
-              dk + c0 * lddk, lddk);
+      gemm<T>(true, false, c1 - c0, P.E, L - i0, T(1), dp + i0 * S + c0, S, q + i0 * ldq, ldq, dk + c0 * lddk,
+              lddk);
     if (dv)  // dV[c0:c1] = W'[i0:L, c0:c1]^T @ dO[i0:L]
-      gemm<T>(true, false, c1 - c0, P.Ev, L - i0, T(1), wv + i0 * S + c0, S, dout + i0 * lddo,
-              lddo, dv + c0 * lddv, lddv);
+      gemm<T>(true, false, c1 - c0, P.Ev, L - i0, T(1), wv + i0 * S + c0, S, dout + i0 * lddo, lddo,
+              dv + c0 * lddv, lddv);
   }
 }
 
@@ -401,19 +392,23 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
   };
   if (!is_floating(q.dtype()) || q.dtype() != k.dtype() || q.dtype() != v.dtype())
     fail(kOp, "expected query, key and value of one float dtype (float32 or float64), got ",
-         dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()),
-         " (", shapes(), ")");
+         dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()), " (", shapes(),
+         ")");
   if (q.dim() < 2 || q.dim() != k.dim() || q.dim() != v.dim())
-    fail(kOp, "expected query (..., L, E), key (..., S, E) and value (..., S, Ev) with the same "
-              "number of dims (at least 2), got ", shapes());
+    fail(kOp,
+         "expected query (..., L, E), key (..., S, E) and value (..., S, Ev) with the same "
+         "number of dims (at least 2), got ",
+         shapes());
   if (q.size(-1) != k.size(-1))
     fail(kOp, "query and key must have the same embedding size E (last dim), got ", shapes());
   if (k.size(-2) != v.size(-2))
     fail(kOp, "key and value must have the same sequence length S (dim -2), got ", shapes());
   for (int64_t d = 0; d < q.dim() - 2; ++d)
     if (q.size(d) != k.size(d) || q.size(d) != v.size(d))
-      fail(kOp, "query, key and value must have the same batch dims (all but the last two; "
-                "xgrad does not broadcast them), got ", shapes());
+      fail(kOp,
+           "query, key and value must have the same batch dims (all but the last two; "
+           "xgrad does not broadcast them), got ",
+           shapes());
   check_dropout_p(kOp, p);
 }
 
@@ -457,19 +452,16 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   Shape ws = batch;
   ws.push_back(P.L);
   ws.push_back(P.S);
-  Tensor keep = P.dropout ? empty(ws, kBool) : Tensor();                    // bytes
+  Tensor keep = P.dropout ? empty(ws, kBool) : Tensor();  // bytes
   if (P.dropout) {
     if (dropout_p < 1.0)
       (gen ? *gen : default_generator()).bernoulli(keep.data_ptr<bool>(), keep.numel(), 1.0 - dropout_p);
-    else
-      std::memset(keep.raw_data_ptr(), 0, static_cast<std::size_t>(keep.numel()));
+    else std::memset(keep.raw_data_ptr(), 0, static_cast<std::size_t>(keep.numel()));
   }
-  Tensor weights = need_grad ? empty(ws, dt) : Tensor();                    // W (..., L, S)
+  Tensor weights = need_grad ? empty(ws, dt) : Tensor();  // W (..., L, S)
 
-  const auto oq = batch_offsets(q), ok = batch_offsets(k), ov = batch_offsets(v),
-             oo = batch_offsets(out);
-  const int64_t ldq = row_stride(q), ldk = row_stride(k), ldv = row_stride(v),
-                ldo = row_stride(out);
+  const auto oq = batch_offsets(q), ok = batch_offsets(k), ov = batch_offsets(v), oo = batch_offsets(out);
+  const int64_t ldq = row_stride(q), ldk = row_stride(k), ldv = row_stride(v), ldo = row_stride(out);
   kernels::dispatch_float(dt, kOp, [&](auto tag) {
     using T = decltype(tag);
     const T* pq = q.data_ptr<T>();
@@ -484,8 +476,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
       for (int64_t b = b0; b < b1; ++b) {
         const std::size_t i = static_cast<std::size_t>(b);
         forward_matrix<T>(P, pq + oq[i], ldq, pk + ok[i], ldk, pv + ov[i], ldv, po + oo[i], ldo,
-                          pw ? pw + b * LS : w_buf.get(), pkeep ? pkeep + b * LS : nullptr,
-                          wd_buf.get());
+                          pw ? pw + b * LS : w_buf.get(), pkeep ? pkeep + b * LS : nullptr, wd_buf.get());
       }
     });
   });
@@ -494,52 +485,51 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   return record("ScaledDotProductAttentionBackward0", out, {query, key, value},
                 [sq = key.requires_grad() ? save(q) : SavedTensor(),
                  sk = query.requires_grad() ? save(k) : SavedTensor(),
-                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(),
-                 weights, keep, P, nb, dt,
-                 shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
-                 layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](
-                    const Tensor& grad, Grads& grads) {
-    // the formulas are backward_matrix's; each gradient is laid out like its input
-    const Tensor dout = blas_readable(grad);
-    Tensor d[3];
-    for (std::size_t i = 0; i < 3; ++i)
-      if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
-    const Tensor q = sq.defined() ? sq.get() : Tensor();
-    const Tensor k = sk.defined() ? sk.get() : Tensor();
-    const Tensor v = sv.defined() ? sv.get() : Tensor();
-    // per operand: its batch offsets and row stride (empty / 1 when not used)
-    struct Operand {
-      std::vector<int64_t> off;
-      int64_t ld = 1;
-    };
-    auto operand = [](const Tensor& t) {
-      return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{};
-    };
-    const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
-                  odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
-    const int64_t LS = P.L * P.S;
-    kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
-      using T = decltype(tag);
-      // the matrix of operand t for batch entry b, or null when t is not used
-      auto mat = [](const Tensor& t, const Operand& o, int64_t b) -> T* {
-        return t.defined() ? t.data_ptr<T>() + o.off[static_cast<std::size_t>(b)] : nullptr;
-      };
-      const T* pw = weights.data_ptr<T>();
-      const bool* pkeep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
-      parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
-        auto dp = scratch<T>(d[0].defined() || d[1].defined() ? LS : 0);
-        auto wd = scratch<T>(P.dropout && d[2].defined() ? LS : 0);
-        for (int64_t b = b0; b < b1; ++b)
-          backward_matrix<T>(P, mat(q, oq, b), oq.ld, mat(k, ok, b), ok.ld, mat(v, ov, b), ov.ld,
-                             mat(dout, odo, b), odo.ld, pw + b * LS,
-                             pkeep ? pkeep + b * LS : nullptr, mat(d[0], odq, b), odq.ld,
-                             mat(d[1], odk, b), odk.ld, mat(d[2], odv, b), odv.ld, dp.get(),
-                             wd.get());
-      });
-    });
-    for (std::size_t i = 0; i < 3; ++i)
-      if (d[i].defined()) grads.add(i, d[i]);
-  });
+                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, keep,
+                 P, nb, dt, shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
+                 layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
+                                                                                        Grads& grads) {
+                  // the formulas are backward_matrix's; each gradient is laid out like its input
+                  const Tensor dout = blas_readable(grad);
+                  Tensor d[3];
+                  for (std::size_t i = 0; i < 3; ++i)
+                    if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
+                  const Tensor q = sq.defined() ? sq.get() : Tensor();
+                  const Tensor k = sk.defined() ? sk.get() : Tensor();
+                  const Tensor v = sv.defined() ? sv.get() : Tensor();
+                  // per operand: its batch offsets and row stride (empty / 1 when not used)
+                  struct Operand {
+                    std::vector<int64_t> off;
+                    int64_t ld = 1;
+                  };
+                  auto operand = [](const Tensor& t) {
+                    return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{};
+                  };
+                  const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
+                                odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
+                  const int64_t LS = P.L * P.S;
+                  kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    // the matrix of operand t for batch entry b, or null when t is not used
+                    auto mat = [](const Tensor& t, const Operand& o, int64_t b) -> T* {
+                      return t.defined() ? t.data_ptr<T>() + o.off[static_cast<std::size_t>(b)] : nullptr;
+                    };
+                    const T* pw = weights.data_ptr<T>();
+                    const bool* pkeep = keep.defined() ? keep.data_ptr<bool>() : nullptr;
+                    parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+                      auto dp = scratch<T>(d[0].defined() || d[1].defined() ? LS : 0);
+                      auto wd = scratch<T>(P.dropout && d[2].defined() ? LS : 0);
+                      for (int64_t b = b0; b < b1; ++b)
+                        backward_matrix<T>(P, mat(q, oq, b), oq.ld, mat(k, ok, b), ok.ld, mat(v, ov, b),
+                                           ov.ld, mat(dout, odo, b), odo.ld, pw + b * LS,
+                                           pkeep ? pkeep + b * LS : nullptr, mat(d[0], odq, b), odq.ld,
+                                           mat(d[1], odk, b), odk.ld, mat(d[2], odv, b), odv.ld, dp.get(),
+                                           wd.get());
+                    });
+                  });
+                  for (std::size_t i = 0; i < 3; ++i)
+                    if (d[i].defined()) grads.add(i, d[i]);
+                });
 }
 
 }  // namespace
@@ -552,10 +542,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 }
 
 namespace detail {
-Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key,
-                                            const Tensor& value, double dropout_p, bool is_causal,
-                                            std::optional<double> scale, Generator* gen,
-                                            int64_t block) {
+Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            double dropout_p, bool is_causal, std::optional<double> scale,
+                                            Generator* gen, int64_t block) {
   return sdpa_impl(query, key, value, dropout_p, is_causal, scale, gen, block);
 }
 }  // namespace detail

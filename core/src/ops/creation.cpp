@@ -6,8 +6,8 @@
 
 #include "kernels.h"
 #include "xgrad/ops.h"
-#include "xgrad/random.h"
 #include "xgrad/profiler.h"
+#include "xgrad/random.h"
 
 namespace xgrad {
 
@@ -36,7 +36,8 @@ Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype);
 Tensor detail::arange_impl(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange", "step must be nonzero");
   if ((end - start) / step < 0)
-    fail("arange", "upper bound and step sign are inconsistent: start ", start, ", end ", end, ", step ", step);
+    fail("arange", "upper bound and step sign are inconsistent: start ", start, ", end ", end, ", step ",
+         step);
   const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
   Tensor t = empty({n}, dtype);
   kernels::dispatch_all(dtype, [&](auto tag) {
@@ -116,7 +117,8 @@ Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), gen
 template <class T>
 static Tensor from_vector_impl(const std::vector<T>& values, const Shape& shape) {
   if (static_cast<int64_t>(values.size()) != numel_of(shape))
-    fail("from_vector", values.size(), " values do not fill shape ", shape, " (", numel_of(shape), " elements)");
+    fail("from_vector", values.size(), " values do not fill shape ", shape, " (", numel_of(shape),
+         " elements)");
   Tensor t = empty(shape, dtype_of<T>::value);
   if (!values.empty()) std::memcpy(t.raw_data_ptr(), values.data(), values.size() * sizeof(T));
   return t;
@@ -140,8 +142,7 @@ Tensor tensor_from_values(const std::vector<double>& values, const Shape& shape,
 Shape nested_shape_checked(const char* op, const std::vector<Shape>& row_shapes, Shape outer) {
   if (row_shapes.empty()) return outer;
   for (const Shape& r : row_shapes)
-    if (r != row_shapes.front())
-      fail(op, "nested lists have ragged sizes: ", row_shapes.front(), " vs ", r);
+    if (r != row_shapes.front()) fail(op, "nested lists have ragged sizes: ", row_shapes.front(), " vs ", r);
   outer.insert(outer.end(), row_shapes.front().begin(), row_shapes.front().end());
   return outer;
 }

@@ -110,13 +110,14 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
       if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
         fail(op, "equation \"", equation, "\": invalid subscript '", std::string(1, c), "' (letters only)");
       if (t.find(c) != d)
-        fail(op, "equation \"", equation, "\": subscript '", std::string(1, c), "' repeats within operand ", i,
-             " (diagonals are not supported)");
+        fail(op, "equation \"", equation, "\": subscript '", std::string(1, c), "' repeats within operand ",
+             i, " (diagonals are not supported)");
       const int64_t n = x.shape()[d];
       auto [it, fresh] = size.emplace(c, n);
       if (!fresh && it->second != n)
         fail(op, "equation \"", equation, "\": subscript '", std::string(1, c), "' is ", it->second,
-             " in one operand and ", n, " in operand ", i, " (shape ", x.shape(), "; size-1 broadcasting is not supported)");
+             " in one operand and ", n, " in operand ", i, " (shape ", x.shape(),
+             "; size-1 broadcasting is not supported)");
       ++uses[c];
     }
     if (i > 0 && x.dtype() != operands[0].dtype())

@@ -27,8 +27,10 @@ namespace xgrad {
 namespace {
 
 // ---------------------------------------------------------------- the elementwise map
-template <class... Ts> struct types {};
-template <class T, std::size_t> using always = T;
+template <class... Ts>
+struct types {};
+template <class T, std::size_t>
+using always = T;
 
 // out[i] = f(in0[i], in1[i], ...) with every input broadcast to out's shape (out contiguous).
 template <class O, class F, class... Ts, std::size_t... I>
@@ -38,38 +40,38 @@ void run_map(const Tensor& out, const std::array<Tensor, sizeof...(Ts)>& in, F& 
   O* po = out.data_ptr<O>();
   const std::tuple<const Ts*...> base{in[I].template data_ptr<Ts>()...};
   const std::array<Shape, N + 1> st{out.strides(), kernels::broadcast_strides(in[I], out.shape())...};
-  kernels::parallel_for_each_row<N + 1>(out.shape(), st, kernels::kGrain,
-                                        [&](const std::array<int64_t, N + 1>& off, int64_t n,
-                                            const std::array<int64_t, N + 1>& s) {
-    const F fn = f;      // a local copy: the output stores cannot alias its captures
-    O* o = po + off[0];  // out is contiguous: its rows have stride 1
-    const std::tuple<const Ts*...> x{(std::get<I>(base) + off[I + 1])...};
-    if (((s[I + 1] == 1) && ...)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i]...);
-      return;
-    }
-    if constexpr (N == 2) {  // (B, T, C) * (B, T, 1) and friends: one operand fixed per row
-      const auto* x0 = std::get<0>(x);
-      const auto* x1 = std::get<1>(x);
-      if (s[1] == 1 && s[2] == 0) {
-        const auto v = *x1;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(x0[i], v);
-        return;
-      }
-      if (s[1] == 0 && s[2] == 1) {
-        const auto v = *x0;
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(v, x1[i]);
-        return;
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i * s[I + 1]]...);
-  });
+  kernels::parallel_for_each_row<N + 1>(
+      out.shape(), st, kernels::kGrain,
+      [&](const std::array<int64_t, N + 1>& off, int64_t n, const std::array<int64_t, N + 1>& s) {
+        const F fn = f;      // a local copy: the output stores cannot alias its captures
+        O* o = po + off[0];  // out is contiguous: its rows have stride 1
+        const std::tuple<const Ts*...> x{(std::get<I>(base) + off[I + 1])...};
+        if (((s[I + 1] == 1) && ...)) {
+          for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i]...);
+          return;
+        }
+        if constexpr (N == 2) {  // (B, T, C) * (B, T, 1) and friends: one operand fixed per row
+          const auto* x0 = std::get<0>(x);
+          const auto* x1 = std::get<1>(x);
+          if (s[1] == 1 && s[2] == 0) {
+            const auto v = *x1;
+            for (int64_t i = 0; i < n; ++i) o[i] = fn(x0[i], v);
+            return;
+          }
+          if (s[1] == 0 && s[2] == 1) {
+            const auto v = *x0;
+            for (int64_t i = 0; i < n; ++i) o[i] = fn(v, x1[i]);
+            return;
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i * s[I + 1]]...);
+      });
 }
 
 // A fresh tensor of `shape` and `out_dtype` (element type O) from inputs of types Ts.
 template <class O, class... Ts, class F>
-Tensor map_typed(DType out_dtype, const Shape& shape, const std::array<Tensor, sizeof...(Ts)>& in,
-                 F f, types<Ts...> tags) {
+Tensor map_typed(DType out_dtype, const Shape& shape, const std::array<Tensor, sizeof...(Ts)>& in, F f,
+                 types<Ts...> tags) {
   Tensor out = empty(shape, out_dtype);
   run_map<O>(out, in, f, tags, std::index_sequence_for<Ts...>{});
   return out;
@@ -84,7 +86,8 @@ Tensor map_same(const char* op, const Shape& shape, const std::array<Tensor, N>&
     using T = decltype(tag);
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return map_typed<T>(dt, shape, in, f, types<always<T, I>...>{});
-    }(std::make_index_sequence<N>{});
+    }
+    (std::make_index_sequence<N>{});
   };
   if (allow_int && dt == kInt64) return run(int64_t{});
   if (allow_int && !is_floating(dt))
@@ -136,7 +139,10 @@ bool int_with_fraction(const Tensor& a, double s) {
   return a.dtype() == kInt64 && !(s == std::floor(s) && std::fabs(s) < 9.2e18);
 }
 
-template <class T> constexpr T c(double v) { return static_cast<T>(v); }
+template <class T>
+constexpr T c(double v) {
+  return static_cast<T>(v);
+}
 
 }  // namespace
 
@@ -153,8 +159,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     const int64_t have = g[lead + i];
     if (shape[i] == have) continue;
     if (shape[i] != 1)
-      fail("sum_to", "cannot sum a gradient of shape ", g, " to shape ", shape, " (dim ", i,
-           ": ", have, " vs ", shape[i], ")");
+      fail("sum_to", "cannot sum a gradient of shape ", g, " to shape ", shape, " (dim ", i, ": ", have,
+           " vs ", shape[i], ")");
     dims.push_back(lead + static_cast<int64_t>(i));
   }
   if (dims.empty()) return grad.reshape(shape);  // only size-1 leading dims differ
@@ -164,28 +170,33 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 // ---------------------------------------------------------------- add / sub
 Tensor add(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("add");
-  Tensor out = map2("add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);
-  return record("AddBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a + b, so da = dout and db = dout (summed where broadcast)
-    if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
-    if (grads.wants(1)) grads.add(1, sum_to(dout, sb));
-  });
+  Tensor out = map2(
+      "add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);
+  return record("AddBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out = a + b, so da = dout and db = dout (summed where broadcast)
+                  if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
+                  if (grads.wants(1)) grads.add(1, sum_to(dout, sb));
+                });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("sub");
-  Tensor out = map2("sub", a, b, [](auto x, auto y) { return x - y; }, /*allow_int=*/true);
-  return record("SubBackward0", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a - b, so da = dout and db = -dout
-    if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
-    if (grads.wants(1)) grads.add(1, neg(sum_to(dout, sb)));
-  });
+  Tensor out = map2(
+      "sub", a, b, [](auto x, auto y) { return x - y; }, /*allow_int=*/true);
+  return record("SubBackward0", out, {a, b},
+                [sa = a.shape(), sb = b.shape()](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out = a - b, so da = dout and db = -dout
+                  if (grads.wants(0)) grads.add(0, sum_to(dout, sa));
+                  if (grads.wants(1)) grads.add(1, neg(sum_to(dout, sb)));
+                });
 }
 
 Tensor add(const Tensor& a, double b) {
   profiler::RecordFunction rec("add");
   if (int_with_fraction(a, b)) return add(a.to(kFloat32), b);
-  Tensor out = map1("add", a, [b](auto x) { return x + c<decltype(x)>(b); }, true);
+  Tensor out = map1(
+      "add", a, [b](auto x) { return x + c<decltype(x)>(b); }, true);
   return record("AddBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a + b, so da = dout
     grads.add(0, dout);
@@ -195,7 +206,8 @@ Tensor add(const Tensor& a, double b) {
 Tensor sub(const Tensor& a, double b) {
   profiler::RecordFunction rec("sub");
   if (int_with_fraction(a, b)) return sub(a.to(kFloat32), b);
-  Tensor out = map1("sub", a, [b](auto x) { return x - c<decltype(x)>(b); }, true);
+  Tensor out = map1(
+      "sub", a, [b](auto x) { return x - c<decltype(x)>(b); }, true);
   return record("SubBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a - b, so da = dout
     grads.add(0, dout);
@@ -205,7 +217,8 @@ Tensor sub(const Tensor& a, double b) {
 Tensor sub(double a, const Tensor& b) {
   profiler::RecordFunction rec("sub");
   if (int_with_fraction(b, a)) return sub(a, b.to(kFloat32));
-  Tensor out = map1("rsub", b, [a](auto y) { return c<decltype(y)>(a) - y; }, true);
+  Tensor out = map1(
+      "rsub", b, [a](auto y) { return c<decltype(y)>(a) - y; }, true);
   return record("RsubBackward1", out, {b}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a - b, so db = -dout
     grads.add(0, neg(dout));
@@ -214,7 +227,8 @@ Tensor sub(double a, const Tensor& b) {
 
 Tensor neg(const Tensor& a) {
   profiler::RecordFunction rec("neg");
-  Tensor out = map1("neg", a, [](auto x) { return -x; }, true);
+  Tensor out = map1(
+      "neg", a, [](auto x) { return -x; }, true);
   return record("NegBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass out = -a, so da = -dout
     grads.add(0, neg(dout));
@@ -224,21 +238,23 @@ Tensor neg(const Tensor& a) {
 // ---------------------------------------------------------------- mul / div
 Tensor mul(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("mul");
-  Tensor out = map2("mul", a, b, [](auto x, auto y) { return x * y; }, /*allow_int=*/true);
+  Tensor out = map2(
+      "mul", a, b, [](auto x, auto y) { return x * y; }, /*allow_int=*/true);
   // each input's gradient needs only the other input: save just that
   return record("MulBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), as = b.requires_grad() ? save(a) : SavedTensor(),
                  bs = a.requires_grad() ? save(b) : SavedTensor()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a * b, so da = dout * b and db = dout * a
-    if (grads.wants(0)) grads.add(0, sum_to(mul(dout, bs.get()), sa));
-    if (grads.wants(1)) grads.add(1, sum_to(mul(dout, as.get()), sb));
-  });
+                  // in the forward pass out = a * b, so da = dout * b and db = dout * a
+                  if (grads.wants(0)) grads.add(0, sum_to(mul(dout, bs.get()), sa));
+                  if (grads.wants(1)) grads.add(1, sum_to(mul(dout, as.get()), sb));
+                });
 }
 
 Tensor mul(const Tensor& a, double b) {
   profiler::RecordFunction rec("mul");
   if (int_with_fraction(a, b)) return mul(a.to(kFloat32), b);
-  Tensor out = map1("mul", a, [b](auto x) { return x * c<decltype(x)>(b); }, true);
+  Tensor out = map1(
+      "mul", a, [b](auto x) { return x * c<decltype(x)>(b); }, true);
   return record("MulBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a * b, so da = dout * b
     grads.add(0, mul(dout, b));
@@ -252,13 +268,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return record("DivBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), as = b.requires_grad() ? save(a) : SavedTensor(),
                  bs = save(b)](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a / b, so da = dout / b and db = -dout * a / b^2
-    if (grads.wants(0)) grads.add(0, sum_to(div(dout, bs.get()), sa));
-    if (grads.wants(1))
-      grads.add(1, sum_to(map_same<3>("div", dout.shape(), {dout, as.get(), bs.get()},
-                                      [](auto g, auto x, auto y) { return -g * x / (y * y); }),
-                          sb));
-  });
+                  // in the forward pass out = a / b, so da = dout / b and db = -dout * a / b^2
+                  if (grads.wants(0)) grads.add(0, sum_to(div(dout, bs.get()), sa));
+                  if (grads.wants(1))
+                    grads.add(1, sum_to(map_same<3>("div", dout.shape(), {dout, as.get(), bs.get()},
+                                                    [](auto g, auto x, auto y) { return -g * x / (y * y); }),
+                                        sb));
+                });
 }
 
 Tensor div(const Tensor& a, double b) {
@@ -278,9 +294,8 @@ Tensor div(double a, const Tensor& b) {
   Tensor out = map1("div", b, [a](auto y) { return c<decltype(y)>(a) / y; });
   return record("MulBackward0", out, {b}, [a, bs = save(b)](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a / b, so db = -dout * a / b^2
-    grads.add(0, map_same<2>("div", dout.shape(), {dout, bs.get()}, [a](auto g, auto y) {
-      return -g * c<decltype(y)>(a) / (y * y);
-    }));
+    grads.add(0, map_same<2>("div", dout.shape(), {dout, bs.get()},
+                             [a](auto g, auto y) { return -g * c<decltype(y)>(a) / (y * y); }));
   });
 }
 
@@ -292,8 +307,16 @@ Tensor pow(const Tensor& a, double e) {
   if (e == 2.0) out = map1("pow", a, [](auto x) { return x * x; });
   else if (e == 3.0) out = map1("pow", a, [](auto x) { return x * x * x; });
   else if (e == 1.0) out = map1("pow", a, [](auto x) { return x; });
-  else if (e == 0.5) out = map1_simd("pow", a, [](auto x) { using std::sqrt; return sqrt(x); });
-  else if (e == -0.5) out = map1_simd("pow", a, [](auto x) { using std::sqrt; return decltype(x)(1) / sqrt(x); });
+  else if (e == 0.5)
+    out = map1_simd("pow", a, [](auto x) {
+      using std::sqrt;
+      return sqrt(x);
+    });
+  else if (e == -0.5)
+    out = map1_simd("pow", a, [](auto x) {
+      using std::sqrt;
+      return decltype(x)(1) / sqrt(x);
+    });
   else if (e == -1.0) out = map1("pow", a, [](auto x) { return decltype(x)(1) / x; });
   else if (e == -2.0) out = map1("pow", a, [](auto x) { return decltype(x)(1) / (x * x); });
   else out = map1("pow", a, [e](auto x) { return std::pow(x, c<decltype(x)>(e)); });
@@ -305,39 +328,46 @@ Tensor pow(const Tensor& a, double e) {
       return grads.add(0, map_same<2>("pow", x.shape(), {dout, x},
                                       [](auto g, auto v) { return g * (decltype(v)(2) * v); }));
     grads.add(0, map_same<2>("pow", x.shape(), {dout, x}, [e](auto g, auto v) {
-      using T = decltype(v);
-      return g * (c<T>(e) * std::pow(v, c<T>(e - 1.0)));
-    }));
+                using T = decltype(v);
+                return g * (c<T>(e) * std::pow(v, c<T>(e - 1.0)));
+              }));
   });
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
   profiler::RecordFunction rec("pow");
   Tensor out = map2("pow", a, exponent, [](auto x, auto y) { return std::pow(x, y); });
-  return record("PowBackward1", out, {a, exponent},
-                [sa = a.shape(), sb = exponent.shape(), as = save(a), bs = save(exponent),
-                 outs = exponent.requires_grad() ? save(out) : SavedTensor()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a^b, so da = dout * b * a^(b-1) and db = dout * out * log(a)
-    // (torch's conventions: da = 0 where b == 0, db = 0 where a == 0 and b >= 0)
-    const Shape& shape = dout.shape();
-    if (grads.wants(0))
-      grads.add(0, sum_to(map_same<3>("pow", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
-        using T = decltype(x);
-        return y == T(0) ? T(0) : g * (y * std::pow(x, y - T(1)));
-      }), sa));
-    if (grads.wants(1))
-      grads.add(1, sum_to(map_same<4>("pow", shape, {dout, as.get(), bs.get(), outs.get()},
-                                      [](auto g, auto x, auto y, auto r) {
-        using T = decltype(x);
-        return (x == T(0) && y >= T(0)) ? T(0) : g * (r * std::log(x));
-      }), sb));
-  });
+  return record(
+      "PowBackward1", out, {a, exponent},
+      [sa = a.shape(), sb = exponent.shape(), as = save(a), bs = save(exponent),
+       outs = exponent.requires_grad() ? save(out) : SavedTensor()](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a^b, so da = dout * b * a^(b-1) and db = dout * out * log(a)
+        // (torch's conventions: da = 0 where b == 0, db = 0 where a == 0 and b >= 0)
+        const Shape& shape = dout.shape();
+        if (grads.wants(0))
+          grads.add(0, sum_to(map_same<3>("pow", shape, {dout, as.get(), bs.get()},
+                                          [](auto g, auto x, auto y) {
+                                            using T = decltype(x);
+                                            return y == T(0) ? T(0) : g * (y * std::pow(x, y - T(1)));
+                                          }),
+                              sa));
+        if (grads.wants(1))
+          grads.add(1, sum_to(map_same<4>("pow", shape, {dout, as.get(), bs.get(), outs.get()},
+                                          [](auto g, auto x, auto y, auto r) {
+                                            using T = decltype(x);
+                                            return (x == T(0) && y >= T(0)) ? T(0) : g * (r * std::log(x));
+                                          }),
+                              sb));
+      });
 }
 
 // ---------------------------------------------------------------- unary math
 Tensor exp(const Tensor& a) {
   profiler::RecordFunction rec("exp");
-  Tensor out = map1_simd("exp", a, [](auto x) { using std::exp; return exp(x); });
+  Tensor out = map1_simd("exp", a, [](auto x) {
+    using std::exp;
+    return exp(x);
+  });
   return record("ExpBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = exp(a), so da = dout * y
     grads.add(0, mul(dout, outs.get()));
@@ -346,7 +376,10 @@ Tensor exp(const Tensor& a) {
 
 Tensor log(const Tensor& a) {
   profiler::RecordFunction rec("log");
-  Tensor out = map1_simd("log", a, [](auto x) { using std::log; return log(x); });
+  Tensor out = map1_simd("log", a, [](auto x) {
+    using std::log;
+    return log(x);
+  });
   return record("LogBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = log(a), so da = dout / a
     grads.add(0, div(dout, as.get()));
@@ -355,7 +388,10 @@ Tensor log(const Tensor& a) {
 
 Tensor sqrt(const Tensor& a) {
   profiler::RecordFunction rec("sqrt");
-  Tensor out = map1_simd("sqrt", a, [](auto x) { using std::sqrt; return sqrt(x); });
+  Tensor out = map1_simd("sqrt", a, [](auto x) {
+    using std::sqrt;
+    return sqrt(x);
+  });
   return record("SqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = sqrt(a), so da = dout / (2 y)
     grads.add(0, map_same<2>("sqrt", dout.shape(), {dout, outs.get()},
@@ -365,7 +401,10 @@ Tensor sqrt(const Tensor& a) {
 
 Tensor rsqrt(const Tensor& a) {
   profiler::RecordFunction rec("rsqrt");
-  Tensor out = map1_simd("rsqrt", a, [](auto x) { using std::sqrt; return decltype(x)(1) / sqrt(x); });
+  Tensor out = map1_simd("rsqrt", a, [](auto x) {
+    using std::sqrt;
+    return decltype(x)(1) / sqrt(x);
+  });
   return record("RsqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = a^(-1/2), so da = -dout * y^3 / 2
     grads.add(0, map_same<2>("rsqrt", dout.shape(), {dout, outs.get()},
@@ -375,7 +414,10 @@ Tensor rsqrt(const Tensor& a) {
 
 Tensor tanh(const Tensor& a) {
   profiler::RecordFunction rec("tanh");
-  Tensor out = map1_simd("tanh", a, [](auto x) { using std::tanh; return tanh(x); });
+  Tensor out = map1_simd("tanh", a, [](auto x) {
+    using std::tanh;
+    return tanh(x);
+  });
   return record("TanhBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = tanh(a), so da = dout * (1 - y^2)
     grads.add(0, map_same<2>("tanh", dout.shape(), {dout, outs.get()},
@@ -385,19 +427,21 @@ Tensor tanh(const Tensor& a) {
 
 Tensor abs(const Tensor& a) {
   profiler::RecordFunction rec("abs");
-  Tensor out = map1("abs", a, [](auto x) { return x < decltype(x)(0) ? -x : x; }, true);
+  Tensor out = map1(
+      "abs", a, [](auto x) { return x < decltype(x)(0) ? -x : x; }, true);
   return record("AbsBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = |a|, so da = dout * sign(a) (0 at a == 0)
     grads.add(0, map_same<2>("abs", dout.shape(), {dout, as.get()}, [](auto g, auto x) {
-      using T = decltype(x);
-      return x > T(0) ? g : (x < T(0) ? -g : T(0));
-    }));
+                using T = decltype(x);
+                return x > T(0) ? g : (x < T(0) ? -g : T(0));
+              }));
   });
 }
 
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
   profiler::RecordFunction rec("clamp");
-  if (!min && !max) fail("clamp", "at least one of min and max must be given (tensor of shape ", a.shape(), ")");
+  if (!min && !max)
+    fail("clamp", "at least one of min and max must be given (tensor of shape ", a.shape(), ")");
   const bool has_lo = min.has_value(), has_hi = max.has_value();
   double lo = min.value_or(0.0), hi = max.value_or(0.0);
   if (a.dtype() == kInt64) {  // keep the bounds representable before casting
@@ -405,18 +449,21 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
     hi = std::fmax(std::fmin(hi, 9.2e18), -9.2e18);
   }
   // torch's order: max(min(x, hi)...) as min(max(x, lo), hi); NaN stays NaN
-  Tensor out = map1("clamp", a, [=](auto x) {
-    using T = decltype(x);
-    if (has_lo && x < c<T>(lo)) x = c<T>(lo);
-    if (has_hi && x > c<T>(hi)) x = c<T>(hi);
-    return x;
-  }, true);
+  Tensor out = map1(
+      "clamp", a,
+      [=](auto x) {
+        using T = decltype(x);
+        if (has_lo && x < c<T>(lo)) x = c<T>(lo);
+        if (has_hi && x > c<T>(hi)) x = c<T>(hi);
+        return x;
+      },
+      true);
   return record("ClampBackward1", out, {a}, [=, as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = x inside [min, max], so dx = dout there and 0 outside
     grads.add(0, map_same<2>("clamp", dout.shape(), {dout, as.get()}, [=](auto g, auto x) {
-      using T = decltype(x);
-      return ((!has_lo || x >= c<T>(lo)) && (!has_hi || x <= c<T>(hi))) ? g : T(0);
-    }));
+                using T = decltype(x);
+                return ((!has_lo || x >= c<T>(lo)) && (!has_hi || x <= c<T>(hi))) ? g : T(0);
+              }));
   });
 }
 
@@ -424,42 +471,54 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
 // NaN propagates; on ties the gradient is split half/half, as torch does.
 Tensor maximum(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("maximum");
-  Tensor out = map2("maximum", a, b, [](auto x, auto y) { return (x > y || x != x) ? x : y; }, true);
-  return record("MaximumBackward0", out, {a, b},
-                [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a where a > b else b, so the gradient goes to the larger one
-    const Shape& shape = dout.shape();
-    if (grads.wants(0))
-      grads.add(0, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
-        using T = decltype(x);
-        return x == y ? g * T(0.5) : (x < y ? T(0) : g);
-      }), sa));
-    if (grads.wants(1))
-      grads.add(1, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
-        using T = decltype(x);
-        return x == y ? g * T(0.5) : (x > y ? T(0) : g);
-      }), sb));
-  });
+  Tensor out = map2(
+      "maximum", a, b, [](auto x, auto y) { return (x > y || x != x) ? x : y; }, true);
+  return record(
+      "MaximumBackward0", out, {a, b},
+      [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a where a > b else b, so the gradient goes to the larger one
+        const Shape& shape = dout.shape();
+        if (grads.wants(0))
+          grads.add(0, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()},
+                                          [](auto g, auto x, auto y) {
+                                            using T = decltype(x);
+                                            return x == y ? g * T(0.5) : (x < y ? T(0) : g);
+                                          }),
+                              sa));
+        if (grads.wants(1))
+          grads.add(1, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()},
+                                          [](auto g, auto x, auto y) {
+                                            using T = decltype(x);
+                                            return x == y ? g * T(0.5) : (x > y ? T(0) : g);
+                                          }),
+                              sb));
+      });
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("minimum");
-  Tensor out = map2("minimum", a, b, [](auto x, auto y) { return (x < y || x != x) ? x : y; }, true);
-  return record("MinimumBackward0", out, {a, b},
-                [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a where a < b else b, so the gradient goes to the smaller one
-    const Shape& shape = dout.shape();
-    if (grads.wants(0))
-      grads.add(0, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
-        using T = decltype(x);
-        return x == y ? g * T(0.5) : (x > y ? T(0) : g);
-      }), sa));
-    if (grads.wants(1))
-      grads.add(1, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()}, [](auto g, auto x, auto y) {
-        using T = decltype(x);
-        return x == y ? g * T(0.5) : (x < y ? T(0) : g);
-      }), sb));
-  });
+  Tensor out = map2(
+      "minimum", a, b, [](auto x, auto y) { return (x < y || x != x) ? x : y; }, true);
+  return record(
+      "MinimumBackward0", out, {a, b},
+      [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a where a < b else b, so the gradient goes to the smaller one
+        const Shape& shape = dout.shape();
+        if (grads.wants(0))
+          grads.add(0, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()},
+                                          [](auto g, auto x, auto y) {
+                                            using T = decltype(x);
+                                            return x == y ? g * T(0.5) : (x > y ? T(0) : g);
+                                          }),
+                              sa));
+        if (grads.wants(1))
+          grads.add(1, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()},
+                                          [](auto g, auto x, auto y) {
+                                            using T = decltype(x);
+                                            return x == y ? g * T(0.5) : (x < y ? T(0) : g);
+                                          }),
+                              sb));
+      });
 }
 
 namespace {
@@ -467,8 +526,8 @@ namespace {
 Tensor select_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
   return kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return map_typed<T>(a.dtype(), shape, {cond, a, b}, [](bool m, T x, T y) { return m ? x : y; },
-                        types<bool, T, T>{});
+    return map_typed<T>(
+        a.dtype(), shape, {cond, a, b}, [](bool m, T x, T y) { return m ? x : y; }, types<bool, T, T>{});
   });
 }
 }  // namespace
@@ -484,11 +543,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = select_where(cond, a, b, shape);
   return record("WhereBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), cs = save(cond)](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = cond ? a : b, so da = dout where cond and db = dout elsewhere
-    const Tensor zero = zeros({}, dout.dtype());
-    if (grads.wants(0)) grads.add(0, sum_to(select_where(cs.get(), dout, zero, dout.shape()), sa));
-    if (grads.wants(1)) grads.add(1, sum_to(select_where(cs.get(), zero, dout, dout.shape()), sb));
-  });
+                  // in the forward pass out = cond ? a : b, so da = dout where cond and db = dout elsewhere
+                  const Tensor zero = zeros({}, dout.dtype());
+                  if (grads.wants(0))
+                    grads.add(0, sum_to(select_where(cs.get(), dout, zero, dout.shape()), sa));
+                  if (grads.wants(1))
+                    grads.add(1, sum_to(select_where(cs.get(), zero, dout, dout.shape()), sb));
+                });
 }
 
 // torch.where with a number for a branch: the number becomes a 0-d tensor of the other
@@ -523,34 +584,59 @@ Tensor compare(const Tensor& a, double s, Cmp cmp) {
   return kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
-      return map_typed<bool>(kBool, a.shape(), {a}, [v = static_cast<T>(s), cmp](T x) { return cmp(x, v); },
-                             types<T>{});
+      return map_typed<bool>(
+          kBool, a.shape(), {a}, [v = static_cast<T>(s), cmp](T x) { return cmp(x, v); }, types<T>{});
     } else {
-      return map_typed<bool>(kBool, a.shape(), {a},
-                             [s, cmp](T x) { return cmp(static_cast<double>(x), s); }, types<T>{});
+      return map_typed<bool>(
+          kBool, a.shape(), {a}, [s, cmp](T x) { return cmp(static_cast<double>(x), s); }, types<T>{});
     }
   });
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, double b) { return compare(a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, double b) {
+  return compare(a, b, [](auto x, auto y) { return x >= y; });
+}
 
 Tensor logical_not(const Tensor& a) {
   profiler::RecordFunction rec("logical_not");
   return kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return map_typed<bool>(kBool, a.shape(), {a}, [](T x) { return x == T(0); }, types<T>{});
+    return map_typed<bool>(
+        kBool, a.shape(), {a}, [](T x) { return x == T(0); }, types<T>{});
   });
 }
 

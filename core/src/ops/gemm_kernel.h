@@ -52,7 +52,7 @@ struct Tile {
 #if XSIMD_WITH_AVX512F
   static constexpr int64_t kMR = 14;  // tile rows: 28 accumulators + 2 B vectors + 1 broadcast
 #else
-  static constexpr int64_t kMR = 6;   // 12 accumulators of 16 registers
+  static constexpr int64_t kMR = 6;  // 12 accumulators of 16 registers
 #endif
   static constexpr int64_t kKC = 256;                           // k panel
   static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // column panel
@@ -139,15 +139,16 @@ inline void transpose_16x16(const float* in, int64_t ldi, float* out, int64_t ld
 
 // Packs op(B)[k0 .. k0+kc, j0 .. j0+nr) into a (kc, NR) sliver, zero-padded beyond nr.
 template <class T, int64_t NR>
-void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
-            T* out) {
+void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nr, T* out) {
   if (nr < NR) std::fill(out, out + kc * NR, T(0));
-  if (!tb) {  // rows of B are contiguous
+  if (!tb) {       // rows of B are contiguous
     if (nr == NR)  // a copy of constant size: a few vector moves
-      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * NR);
+      for (int64_t k = 0; k < kc; ++k)
+        std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * NR);
     else
-      for (int64_t k = 0; k < kc; ++k) std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
-  } else {  // B stored (n, k): column j of op(B) is row j of the storage
+      for (int64_t k = 0; k < kc; ++k)
+        std::memcpy(out + k * NR, at(b, false, ldb, k0 + k, j0), sizeof(T) * nr);
+  } else {           // B stored (n, k): column j of op(B) is row j of the storage
     int64_t kv = 0;  // k below kv done by whole 16 x 16 blocks (float, AVX-512)
 #if XSIMD_WITH_AVX512F
     if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
@@ -167,8 +168,7 @@ void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
 // Packs op(A)[i0 .. i0+mr, k0 .. k0+kc) into (kc, kMR): A stored (k, m) (ta) gives a
 // contiguous run of mr values per k, one copy each; the kernel reads only rows r < mr.
 template <class T>
-void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc,
-            T* out) {
+void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0, int64_t kc, T* out) {
   constexpr int64_t MR = Tile<T>::kMR;
   if (ta) {
     if (mr == MR)  // a copy of constant size: a few vector moves
@@ -195,8 +195,8 @@ inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
 //   last panel, with a bias: then c = c + bias[j], as matmul(...) + bias would
 // An element's chain of operations does not depend on MR (nor on NV): one FMA per k, in order.
 template <class T, int64_t NV, bool TA, int64_t MR>
-inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
-                         T beta, const T* bias, bool first, bool last, T* c, int64_t ldc) {
+inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha, T beta,
+                         const T* bias, bool first, bool last, T* c, int64_t ldc) {
   using V = typename Tile<T, NV>::V;
   constexpr int64_t W = Tile<T, NV>::kW;
   V acc[MR][NV];
@@ -249,15 +249,12 @@ inline void micro_kernel_rows(int64_t mr, Args... args) {
 // stride ldb. A block with fewer than kNR columns goes through a scratch tile holding C's
 // valid part, with the same epilogue.
 template <class T, int64_t NV>
-inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha,
-                 T beta, const T* bias, bool first, bool last, T* c, int64_t ldc, int64_t mr,
-                 int64_t nr) {
+inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64_t ldb, T alpha, T beta,
+                 const T* bias, bool first, bool last, T* c, int64_t ldc, int64_t mr, int64_t nr) {
   constexpr int64_t MR = Tile<T, NV>::kMR, NR = Tile<T, NV>::kNR;
   auto run = [&](T* cc, int64_t ldcc) {
-    if (ta)
-      micro_kernel_rows<T, NV, true>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
-    else
-      micro_kernel_rows<T, NV, false>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+    if (ta) micro_kernel_rows<T, NV, true>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
+    else micro_kernel_rows<T, NV, false>(mr, kc, a, lda, b, ldb, alpha, beta, bias, first, last, cc, ldcc);
   };
   if (nr == NR) {
     run(c, ldc);
@@ -278,9 +275,8 @@ inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64
 // The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
 // (never k).
 template <class T, int64_t NV>
-void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-             int64_t lda, const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc,
-             bool threaded) {
+void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+             int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
   using L = Tile<T, NV>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
   const int64_t mt = (m + MR - 1) / MR;
@@ -301,8 +297,7 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
       };
       auto pack_slivers = [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s)
-          pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR),
-                        bpanel + s * kc * NR);
+          pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
       };
       // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
       // a tile's A stays in L1 across its slivers; an A^T tile with rows far apart is packed
@@ -348,8 +343,8 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
 // attention's head-dim outputs), else two vectors wide. An element's FMA chain is the same
 // in either tile.
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // C = beta * C, or the bias
     for (int64_t i = 0; i < m; ++i)
@@ -359,8 +354,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   }
   if (n <= Tile<T, 1>::kNR)
     gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
-  else
-    gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
+  else gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
 }
 
 }  // namespace xgrad::gemm_kernel

@@ -1,5 +1,6 @@
 // core/src/ops/indexing.cpp: ops driven by an index tensor or a mask: gather, scatter_add,
-// masked_select, topk and index_put_ (torch's x[i, j] = v / x.index_put_((i, j), v)). (index_select, the embedding lookup, is in shape.cpp.)
+// masked_select, topk and index_put_ (torch's x[i, j] = v / x.index_put_((i, j), v)). (index_select, the
+// embedding lookup, is in shape.cpp.)
 //
 // gather and scatter_add are each other's adjoint, so both backwards (and topk's) are one
 // kernel, scatter_add_into. Indices are checked before anything is written: an index out of
@@ -19,7 +20,6 @@
 namespace xgrad {
 
 namespace {
-
 
 // The element offsets (in elements, from data_ptr) of every position of `shape` in row-major
 // order, for a tensor with `strides` (a view may have any strides; 0-d has one position).
@@ -47,8 +47,8 @@ std::vector<int64_t> offsets_of(const Shape& shape, const Shape& strides) {
 std::vector<int64_t> checked_index(const char* op, const Tensor& self, int64_t d, const Tensor& index,
                                    const Tensor* other) {
   if (index.dtype() != kInt64)
-    fail(op, "index must be an int64 tensor, got ", dtype_name(index.dtype()), " of shape ",
-         index.shape(), " (use index.to(kInt64))");
+    fail(op, "index must be an int64 tensor, got ", dtype_name(index.dtype()), " of shape ", index.shape(),
+         " (use index.to(kInt64))");
   if (index.dim() != self.dim())
     fail(op, "index ", index.shape(), " must have as many dims as the input ", self.shape());
   for (int64_t k = 0; k < index.dim(); ++k) {
@@ -62,8 +62,8 @@ std::vector<int64_t> checked_index(const char* op, const Tensor& self, int64_t d
   const int64_t n = self.dim() == 0 ? 1 : self.shape()[d];
   for (int64_t v : idx)
     if (v < 0 || v >= n)
-      fail(op, "index ", v, " is out of range for dim ", d, " of size ", n, " (input ",
-           self.shape(), ", index ", index.shape(), ")");
+      fail(op, "index ", v, " is out of range for dim ", d, " of size ", n, " (input ", self.shape(),
+           ", index ", index.shape(), ")");
   return idx;
 }
 
@@ -81,8 +81,8 @@ std::vector<int64_t> indexed_offsets(const Shape& shape, Shape strides, int64_t 
 
 // dst[.., idx[p], ..] += src[p] along dim d for every position p of index_shape (dst and src
 // any layout; src is read at p itself).
-void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape,
-                      const std::vector<int64_t>& idx, const Tensor& src) {
+void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape, const std::vector<int64_t>& idx,
+                      const Tensor& src) {
   if (idx.empty()) return;
   const std::vector<int64_t> to = indexed_offsets(index_shape, dst.strides(), d, idx);
   const std::vector<int64_t> from = offsets_of(index_shape, src.dim() == 0 ? Shape{} : src.strides());
@@ -107,21 +107,22 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
   const int64_t d = kernels::wrap_dim("gather", dim, a.shape());
   const std::vector<int64_t> idx = checked_index("gather", a, d, index, nullptr);
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
-  const std::vector<int64_t> from = indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
+  const std::vector<int64_t> from =
+      indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
   kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
     T* po = out.data_ptr<T>();
     for (std::size_t i = 0; i < idx.size(); ++i) po[i] = pa[from[i]];
   });
-  return record("GatherBackward0", out, {a}, [a_shape = a.shape(), d, idx, index_shape = index.shape()](
-                                                 const Tensor& dout, Grads& grads) {
-    // in the forward pass out[p] = a[p with dim d at index[p]], so da there += dout[p]
-    // (an index that repeats accumulates)
-    Tensor da = zeros(a_shape, dout.dtype());
-    scatter_add_into(da, d, index_shape, idx, dout);
-    grads.add(0, da);
-  });
+  return record("GatherBackward0", out, {a},
+                [a_shape = a.shape(), d, idx, index_shape = index.shape()](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out[p] = a[p with dim d at index[p]], so da there += dout[p]
+                  // (an index that repeats accumulates)
+                  Tensor da = zeros(a_shape, dout.dtype());
+                  scatter_add_into(da, d, index_shape, idx, dout);
+                  grads.add(0, da);
+                });
 }
 
 // ---------------------------------------------------------------- scatter_add
@@ -138,24 +139,26 @@ Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& 
   Tensor out = empty(a.shape(), a.dtype());  // a's shape
   kernels::copy_into(out, a);
   scatter_add_into(out, d, index.shape(), idx, src);
-  return record("ScatterAddBackward0", out, {a, src},
-                [d, idx, index_shape = index.shape(), src_shape = src.shape()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a + (src scattered to index), so da = dout and dsrc[p] =
-    // dout at p's scattered place (gather); src elements outside index's shape were unused
-    if (grads.wants(0)) grads.add(0, dout);
-    if (grads.wants(1)) {
-      Tensor dsrc = zeros(src_shape, dout.dtype());
-      const std::vector<int64_t> from = indexed_offsets(index_shape, dout.dim() == 0 ? Shape{} : dout.strides(), d, idx);
-      const std::vector<int64_t> to = offsets_of(index_shape, dsrc.dim() == 0 ? Shape{} : dsrc.strides());
-      kernels::dispatch_float(dout.dtype(), "scatter_add", [&](auto tag) {
-        using T = decltype(tag);
-        const T* pg = dout.data_ptr<T>();
-        T* ps = dsrc.data_ptr<T>();
-        for (std::size_t i = 0; i < idx.size(); ++i) ps[to[i]] = pg[from[i]];
+  return record(
+      "ScatterAddBackward0", out, {a, src},
+      [d, idx, index_shape = index.shape(), src_shape = src.shape()](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a + (src scattered to index), so da = dout and dsrc[p] =
+        // dout at p's scattered place (gather); src elements outside index's shape were unused
+        if (grads.wants(0)) grads.add(0, dout);
+        if (grads.wants(1)) {
+          Tensor dsrc = zeros(src_shape, dout.dtype());
+          const std::vector<int64_t> from =
+              indexed_offsets(index_shape, dout.dim() == 0 ? Shape{} : dout.strides(), d, idx);
+          const std::vector<int64_t> to = offsets_of(index_shape, dsrc.dim() == 0 ? Shape{} : dsrc.strides());
+          kernels::dispatch_float(dout.dtype(), "scatter_add", [&](auto tag) {
+            using T = decltype(tag);
+            const T* pg = dout.data_ptr<T>();
+            T* ps = dsrc.data_ptr<T>();
+            for (std::size_t i = 0; i < idx.size(); ++i) ps[to[i]] = pg[from[i]];
+          });
+          grads.add(1, dsrc);
+        }
       });
-      grads.add(1, dsrc);
-    }
-  });
 }
 
 // ---------------------------------------------------------------- masked_select
@@ -180,19 +183,20 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
     T* po = out.data_ptr<T>();
     for (std::size_t j = 0; j < picked.size(); ++j) po[j] = pa[from[picked[j]]];
   });
-  return record("MaskedSelectBackward0", out, {a}, [a_shape = a.shape(), shape, picked](const Tensor& dout, Grads& grads) {
-    // in the forward pass out[j] = a at the j-th true position, so that position of the
-    // broadcast shape gets dout[j]; then sum over the dims a was broadcast along
-    Tensor g = zeros(shape, dout.dtype());
-    const Tensor gd = dout.contiguous();
-    kernels::dispatch_float(dout.dtype(), "masked_select", [&](auto tag) {
-      using T = decltype(tag);
-      const T* pd = gd.data_ptr<T>();
-      T* pg = g.data_ptr<T>();
-      for (std::size_t j = 0; j < picked.size(); ++j) pg[picked[j]] = pd[j];
-    });
-    grads.add(0, g.shape() == a_shape ? g : sum_to(g, a_shape));
-  });
+  return record("MaskedSelectBackward0", out, {a},
+                [a_shape = a.shape(), shape, picked](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out[j] = a at the j-th true position, so that position of the
+                  // broadcast shape gets dout[j]; then sum over the dims a was broadcast along
+                  Tensor g = zeros(shape, dout.dtype());
+                  const Tensor gd = dout.contiguous();
+                  kernels::dispatch_float(dout.dtype(), "masked_select", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* pd = gd.data_ptr<T>();
+                    T* pg = g.data_ptr<T>();
+                    for (std::size_t j = 0; j < picked.size(); ++j) pg[picked[j]] = pd[j];
+                  });
+                  grads.add(0, g.shape() == a_shape ? g : sum_to(g, a_shape));
+                });
 }
 
 // ---------------------------------------------------------------- topk
@@ -247,12 +251,12 @@ ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
   r.values = record("TopkBackward0", r.values, {a},
                     [a_shape = a.shape(), d, idx = r.indices.to_vector<int64_t>(), out_shape](
                         const Tensor& dout, Grads& grads) {
-    // in the forward pass values = a at the chosen indices along d, so each chosen element
-    // gets its dout (the indices are distinct within a row)
-    Tensor da = zeros(a_shape, dout.dtype());
-    scatter_add_into(da, d, out_shape, idx, dout);
-    grads.add(0, da);
-  });
+                      // in the forward pass values = a at the chosen indices along d, so each chosen element
+                      // gets its dout (the indices are distinct within a row)
+                      Tensor da = zeros(a_shape, dout.dtype());
+                      scatter_add_into(da, d, out_shape, idx, dout);
+                      grads.add(0, da);
+                    });
   return r;
 }
 
@@ -265,8 +269,8 @@ ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
 namespace {
 
 struct IndexPutPlan {
-  Shape region;                 // B + self.shape[k:]
-  std::vector<int64_t> dst;     // per region element (row-major): element offset in `strides`
+  Shape region;              // B + self.shape[k:]
+  std::vector<int64_t> dst;  // per region element (row-major): element offset in `strides`
 };
 
 IndexPutPlan plan_index_put(const char* op, const Shape& self_shape, const Shape& self_strides,
@@ -314,8 +318,8 @@ Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& val
   const char* op = "index_put_";
   if (!values.defined()) fail(op, "values is undefined");
   if (values.dtype() != dtype())
-    fail(op, "values (", dtype_name(values.dtype()), ", shape ", values.shape(), ") must have the dtype of self (",
-         dtype_name(dtype()), ", shape ", shape(), ")");
+    fail(op, "values (", dtype_name(values.dtype()), ", shape ", values.shape(),
+         ") must have the dtype of self (", dtype_name(dtype()), ", shape ", shape(), ")");
   check_recorded_inplace(op, *this, {values});
   check_no_internal_overlap(op, *this);
   const IndexPutPlan plan = plan_index_put(op, shape(), strides(), indices);
@@ -344,34 +348,34 @@ Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& val
   return record_inplace("IndexPutBackward0", *this, {values},
                         [pos = std::move(pos), acc, region = plan.region, v_shape = values.shape()](
                             const Tensor& dout, Grads& grads) {
-    // in the forward pass self[pos] = values (or += values with accumulate), so
-    // dvalues = dout[pos] (summed over broadcast dims) and dself = dout, zeroed at pos unless
-    // accumulating (the written elements no longer depend on the old self)
-    const Tensor dy = dout.contiguous();
-    if (grads.wants(1)) {
-      Tensor dv = empty(region, dy.dtype());
-      kernels::dispatch_float(dy.dtype(), "index_put_backward", [&](auto tag) {
-        using T = decltype(tag);
-        const T* pd = dy.data_ptr<T>();
-        T* pv = dv.data_ptr<T>();
-        for (std::size_t i = 0; i < pos.size(); ++i) pv[i] = pd[pos[i]];
-      });
-      grads.add(1, dv.shape() == v_shape ? dv : sum_to(dv, v_shape));
-    }
-    if (grads.wants(0)) {
-      if (acc) {
-        grads.add(0, dy);
-        return;
-      }
-      Tensor dx = dy.clone().detach();
-      kernels::dispatch_float(dx.dtype(), "index_put_backward", [&](auto tag) {
-        using T = decltype(tag);
-        T* px = dx.data_ptr<T>();
-        for (int64_t p : pos) px[p] = T(0);
-      });
-      grads.add(0, dx);
-    }
-  });
+                          // in the forward pass self[pos] = values (or += values with accumulate), so
+                          // dvalues = dout[pos] (summed over broadcast dims) and dself = dout, zeroed at pos
+                          // unless accumulating (the written elements no longer depend on the old self)
+                          const Tensor dy = dout.contiguous();
+                          if (grads.wants(1)) {
+                            Tensor dv = empty(region, dy.dtype());
+                            kernels::dispatch_float(dy.dtype(), "index_put_backward", [&](auto tag) {
+                              using T = decltype(tag);
+                              const T* pd = dy.data_ptr<T>();
+                              T* pv = dv.data_ptr<T>();
+                              for (std::size_t i = 0; i < pos.size(); ++i) pv[i] = pd[pos[i]];
+                            });
+                            grads.add(1, dv.shape() == v_shape ? dv : sum_to(dv, v_shape));
+                          }
+                          if (grads.wants(0)) {
+                            if (acc) {
+                              grads.add(0, dy);
+                              return;
+                            }
+                            Tensor dx = dy.clone().detach();
+                            kernels::dispatch_float(dx.dtype(), "index_put_backward", [&](auto tag) {
+                              using T = decltype(tag);
+                              T* px = dx.data_ptr<T>();
+                              for (int64_t p : pos) px[p] = T(0);
+                            });
+                            grads.add(0, dx);
+                          }
+                        });
 }
 
 Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) const {

@@ -49,17 +49,14 @@ MatLayout layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
   return {};
 }
 
-MatLayout layout_of(const Tensor& t) {
-  return layout_of(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1));
-}
+MatLayout layout_of(const Tensor& t) { return layout_of(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1)); }
 
 // Strides of t's batch dims (all but its last two) seen over `batch`: 0 where t is broadcast.
 Shape batch_strides(const Tensor& t, const Shape& batch) {
   const std::size_t nb = static_cast<std::size_t>(t.dim() - 2);
   const std::size_t lead = batch.size() - nb;
   Shape out(batch.size(), 0);
-  for (std::size_t i = 0; i < nb; ++i)
-    out[lead + i] = t.shape()[i] == batch[lead + i] ? t.strides()[i] : 0;
+  for (std::size_t i = 0; i < nb; ++i) out[lead + i] = t.shape()[i] == batch[lead + i] ? t.strides()[i] : 0;
   return out;
 }
 
@@ -73,8 +70,8 @@ bool all_broadcast(const Shape& batch, const Shape& strides) {
 // merged stride (the stride of the innermost dim of size > 1).
 std::optional<int64_t> merged_stride(const Shape& batch, const Shape& bstrides, int64_t size,
                                      int64_t stride) {
-  std::optional<int64_t> inner;   // stride of the innermost kept dim
-  int64_t next_outer = 0;         // the stride the next kept outer dim must have
+  std::optional<int64_t> inner;  // stride of the innermost kept dim
+  int64_t next_outer = 0;        // the stride the next kept outer dim must have
   auto visit = [&](int64_t n, int64_t s) {
     if (n == 1) return true;
     if (inner && s != next_outer) return false;
@@ -149,8 +146,8 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       const MatLayout lb = layout_of(b);
       const MatLayout lo = ro ? layout_of(bn * M, N, *ro, out.stride(-1)) : MatLayout{};
       if (la.ok && lb.ok && lo.ok && !lo.trans) {
-        blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), a.data_ptr<T>(), la.ld,
-                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld, pbias);
+        blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), a.data_ptr<T>(), la.ld, b.data_ptr<T>(), lb.ld,
+                   beta, po, lo.ld, pbias);
         return;
       }
     }
@@ -179,8 +176,8 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       }
       const MatLayout lo = layout_of(out);
       if (la.ok && lb.ok && lo.ok && !lo.trans) {
-        blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), a.data_ptr<T>(), la.ld,
-                   b.data_ptr<T>(), lb.ld, beta, po, lo.ld);
+        blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), a.data_ptr<T>(), la.ld, b.data_ptr<T>(), lb.ld,
+                   beta, po, lo.ld);
         return;
       }
     }
@@ -197,15 +194,16 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       lb = layout_of(b);
     }
     const MatLayout lo = layout_of(out);
-    if (!lo.ok || lo.trans) fail("matmul", "internal error: output of shape ", out.shape(), " is not row-major");
+    if (!lo.ok || lo.trans)
+      fail("matmul", "internal error: output of shape ", out.shape(), " is not row-major");
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
     std::array<Shape, 3> st{so, sa, sb};
     const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
     auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
       for (int64_t i = 0; i < len; ++i)
-        blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld,
-                   pb + off[2] + i * in[2], lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias);
+        blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2],
+                   lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias);
     };
     // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
     // into one output (reduced) or a few big matrices are better split inside gemm
@@ -223,8 +221,8 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
 void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) fail(op, "got an undefined tensor");
   if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
-    fail(op, "expected two float32 or two float64 tensors, got ", dtype_name(a.dtype()), " ",
-         a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
+    fail(op, "expected two float32 or two float64 tensors, got ", dtype_name(a.dtype()), " ", a.shape(),
+         " and ", dtype_name(b.dtype()), " ", b.shape());
 }
 
 // A 1-D tensor (n) seen as a (1, n) matrix, as_col as (n, 1); other tensors as they are.
@@ -260,21 +258,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("matmul");
   check_float_pair("matmul", a, b);
   if (a.dim() == 0 || b.dim() == 0)
-    fail("matmul", "both arguments need at least 1 dimension, got shapes ", a.shape(), " and ",
-         b.shape(), " (use mul for a scalar product)");
+    fail("matmul", "both arguments need at least 1 dimension, got shapes ", a.shape(), " and ", b.shape(),
+         " (use mul for a scalar product)");
   const int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   if (ka != kb)
-    fail("matmul", "shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", ka,
-         " != ", kb, ")");
+    fail("matmul", "shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", ka, " != ", kb, ")");
   // torch.matmul: a 1-D a is a (1, K) row and a 1-D b a (K, 1) column whose added dim is
   // dropped from the result; the dims before the last two broadcast
   const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
-  const Tensor a2 = as_row(a), b2 = as_col(b);   // (..., M, K), (..., K, N)
+  const Tensor a2 = as_row(a), b2 = as_col(b);  // (..., M, K), (..., K, N)
   const Shape batch = batch_shape(a2, b2);
   Shape out2_shape = batch;
   out2_shape.push_back(a2.size(-2));
   out2_shape.push_back(b2.size(-1));
-  Tensor out2 = empty(out2_shape, a.dtype());     // (batch..., M, N)
+  Tensor out2 = empty(out2_shape, a.dtype());  // (batch..., M, N)
   bmm_into(out2, a2, b2, batch, false);
   Shape out_shape = batch;
   if (!a1) out_shape.push_back(a2.size(-2));
@@ -282,32 +279,32 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = (a1 || b1) ? make_view(out2, out_shape, contiguous_strides(out_shape), 0) : out2;
 
   // torch 1.13's names: dot, mv, mm, a squeezed mm for (K) @ (K, N), else a viewed bmm
-  const char* name = a1 && b1                  ? "DotBackward0"
-                     : a.dim() == 2 && b1      ? "MvBackward0"
+  const char* name = a1 && b1                       ? "DotBackward0"
+                     : a.dim() == 2 && b1           ? "MvBackward0"
                      : a.dim() == 2 && b.dim() == 2 ? "MmBackward0"
-                     : a1 && b.dim() == 2      ? "SqueezeBackward3"
-                                               : "UnsafeViewBackward0";
-  return record(name, out, {a, b},
-                [sa = b.requires_grad() ? save(a) : SavedTensor(),
-                 sb = a.requires_grad() ? save(b) : SavedTensor(), a_shape = a.shape(),
-                 b_shape = b.shape(), a1, b1, batch](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a @ b per batch entry, so da = dout @ b^T and db = a^T @ dout,
-    // summed over the batch dims each operand was broadcast along (bmm_into sums where the
-    // gradient's batch stride is 0); 1-D operands are a row / a column as in the forward
-    Tensor d = dout.detach();                     // (batch..., M, N) once the dims are back
-    if (b1) d = d.unsqueeze(-1);
-    if (a1) d = d.unsqueeze(-2);
-    if (grads.wants(0)) {
-      Tensor da = empty(a_shape, dout.dtype());
-      bmm_into(as_row(da), d, as_col(sb.get()).transpose(-1, -2), batch, false);
-      grads.add(0, da);
-    }
-    if (grads.wants(1)) {
-      Tensor db = empty(b_shape, dout.dtype());
-      bmm_into(as_col(db), as_row(sa.get()).transpose(-1, -2), d, batch, false);
-      grads.add(1, db);
-    }
-  });
+                     : a1 && b.dim() == 2           ? "SqueezeBackward3"
+                                                    : "UnsafeViewBackward0";
+  return record(
+      name, out, {a, b},
+      [sa = b.requires_grad() ? save(a) : SavedTensor(), sb = a.requires_grad() ? save(b) : SavedTensor(),
+       a_shape = a.shape(), b_shape = b.shape(), a1, b1, batch](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a @ b per batch entry, so da = dout @ b^T and db = a^T @ dout,
+        // summed over the batch dims each operand was broadcast along (bmm_into sums where the
+        // gradient's batch stride is 0); 1-D operands are a row / a column as in the forward
+        Tensor d = dout.detach();  // (batch..., M, N) once the dims are back
+        if (b1) d = d.unsqueeze(-1);
+        if (a1) d = d.unsqueeze(-2);
+        if (grads.wants(0)) {
+          Tensor da = empty(a_shape, dout.dtype());
+          bmm_into(as_row(da), d, as_col(sb.get()).transpose(-1, -2), batch, false);
+          grads.add(0, da);
+        }
+        if (grads.wants(1)) {
+          Tensor db = empty(b_shape, dout.dtype());
+          bmm_into(as_col(db), as_row(sa.get()).transpose(-1, -2), d, batch, false);
+          grads.add(1, db);
+        }
+      });
 }
 
 namespace {
@@ -349,8 +346,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       fail("linear", "bias dtype ", dtype_name(bias.dtype()), " does not match input dtype ",
            dtype_name(x.dtype()));
     if (bias.shape() != Shape{out_f})
-      fail("linear", "bias of shape ", bias.shape(), " does not match weight of shape ",
-           weight.shape(), " (expected [", out_f, "])");
+      fail("linear", "bias of shape ", bias.shape(), " does not match weight of shape ", weight.shape(),
+           " (expected [", out_f, "])");
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
@@ -365,31 +362,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
   // torch 1.13's names: addmm for 2-D input with bias, a viewed addmm for contiguous 3-D
   // input with bias, else matmul's name (+ an add for the bias)
-  const char* name = !bias.defined() ? (x.dim() == 1   ? "SqueezeBackward3"
-                                        : x.dim() == 2 ? "MmBackward0"
-                                                       : "UnsafeViewBackward0")
-                     : x.dim() == 2                         ? "AddmmBackward0"
+  const char* name = !bias.defined()                     ? (x.dim() == 1   ? "SqueezeBackward3"
+                                                            : x.dim() == 2 ? "MmBackward0"
+                                                                           : "UnsafeViewBackward0")
+                     : x.dim() == 2                      ? "AddmmBackward0"
                      : x.dim() == 3 && x.is_contiguous() ? "ViewBackward0"
-                                                            : "AddBackward0";
+                                                         : "AddBackward0";
   return record(name, out, {x, weight, bias},
                 [sx = weight.requires_grad() ? save(x) : SavedTensor(),
                  sw = x.requires_grad() ? save(weight) : SavedTensor(), x_shape = x.shape(),
                  w_shape = weight.shape(), batch](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = x @ W^T + b, so dx = dout @ W, dW = dout^T @ x summed over all
-    // leading dims (one GEMM over the folded B*T rows) and db = dout summed over leading dims
-    const Tensor d = as_row(dout);                   // (..., R, out)
-    if (grads.wants(0)) {
-      Tensor dx = empty(x_shape, dout.dtype());
-      bmm_into(as_row(dx), d, sw.get(), batch, false);
-      grads.add(0, dx);
-    }
-    if (grads.wants(1)) {
-      Tensor dw = empty(w_shape, dout.dtype());
-      bmm_into(dw, d.transpose(-1, -2), as_row(sx.get()), batch, false);
-      grads.add(1, dw);
-    }
-    if (grads.wants(2)) grads.add(2, bias_grad(dout, w_shape[0]));
-  });
+                  // in the forward pass out = x @ W^T + b, so dx = dout @ W, dW = dout^T @ x summed over all
+                  // leading dims (one GEMM over the folded B*T rows) and db = dout summed over leading dims
+                  const Tensor d = as_row(dout);  // (..., R, out)
+                  if (grads.wants(0)) {
+                    Tensor dx = empty(x_shape, dout.dtype());
+                    bmm_into(as_row(dx), d, sw.get(), batch, false);
+                    grads.add(0, dx);
+                  }
+                  if (grads.wants(1)) {
+                    Tensor dw = empty(w_shape, dout.dtype());
+                    bmm_into(dw, d.transpose(-1, -2), as_row(sx.get()), batch, false);
+                    grads.add(1, dw);
+                  }
+                  if (grads.wants(2)) grads.add(2, bias_grad(dout, w_shape[0]));
+                });
 }
 
 // ---------------------------------------------------------------- outer
@@ -399,8 +396,8 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   if (a.dim() != 1 || b.dim() != 1)
     fail("outer", "expects two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
   if (a.dtype() != b.dtype())
-    fail("outer", "expected both tensors to have the same dtype, got ", dtype_name(a.dtype()), " ",
-         a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
+    fail("outer", "expected both tensors to have the same dtype, got ", dtype_name(a.dtype()), " ", a.shape(),
+         " and ", dtype_name(b.dtype()), " ", b.shape());
   Tensor out;
   {
     NoGradGuard no_grad;  // (n, 1) * (1, m) -> (n, m)
@@ -419,9 +416,9 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("norm");
   if (!a.is_floating_point())
-    fail("norm", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
-  if (!(p > 0.0))
-    fail("norm", "p must be positive or inf, got ", p, " (shape ", a.shape(), ")");
+    fail("norm", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
+         a.shape());
+  if (!(p > 0.0)) fail("norm", "p must be positive or inf, got ", p, " (shape ", a.shape(), ")");
   Shape keep = a.shape();  // the output with reduced dims kept as size 1
   for (int64_t d : dims) {
     const int64_t r = a.dim();
@@ -438,26 +435,27 @@ Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
     else if (p == 2.0) out = sqrt(sum(mul(a, a), dims, keepdim));
     else out = pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
   }
-  return record("NormBackward1", out, {a}, [as = save(a), outs = save(out), keep, p, dims](const Tensor& dout, Grads& grads) {
-    const Tensor& x = as.get();
-    const Tensor n = outs.get().reshape(keep);
-    const Tensor g = dout.reshape(keep);
-    const Tensor sgn = sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
-    if (std::isinf(p)) {
-      // in the forward pass out = max |x|: the gradient is split among the elements reaching
-      // it, with their sign
-      const Tensor hit = eq(abs(x), n).to(x.dtype());
-      grads.add(0, mul(mul(sgn, hit), div(g, sum(hit, dims, true))));
-    } else if (p == 1.0) {
-      // out = sum |x|, so dx = sign(x) * dout
-      grads.add(0, mul(sgn, g.expand(x.shape())));
-    } else {
-      // out = (sum |x|^p)^(1/p), so dx = sign(x) |x|^(p-1) / out^(p-1) * dout (for p = 2:
-      // x / out); torch takes 0 where out == 0
-      const Tensor scale = masked_fill(div(g, pow(n, p - 1.0)), eq(n, 0.0), 0.0);
-      grads.add(0, mul(mul(sgn, pow(abs(x), p - 1.0)), scale));
-    }
-  });
+  return record("NormBackward1", out, {a},
+                [as = save(a), outs = save(out), keep, p, dims](const Tensor& dout, Grads& grads) {
+                  const Tensor& x = as.get();
+                  const Tensor n = outs.get().reshape(keep);
+                  const Tensor g = dout.reshape(keep);
+                  const Tensor sgn = sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
+                  if (std::isinf(p)) {
+                    // in the forward pass out = max |x|: the gradient is split among the elements reaching
+                    // it, with their sign
+                    const Tensor hit = eq(abs(x), n).to(x.dtype());
+                    grads.add(0, mul(mul(sgn, hit), div(g, sum(hit, dims, true))));
+                  } else if (p == 1.0) {
+                    // out = sum |x|, so dx = sign(x) * dout
+                    grads.add(0, mul(sgn, g.expand(x.shape())));
+                  } else {
+                    // out = (sum |x|^p)^(1/p), so dx = sign(x) |x|^(p-1) / out^(p-1) * dout (for p = 2:
+                    // x / out); torch takes 0 where out == 0
+                    const Tensor scale = masked_fill(div(g, pow(n, p - 1.0)), eq(n, 0.0), 0.0);
+                    grads.add(0, mul(mul(sgn, pow(abs(x), p - 1.0)), scale));
+                  }
+                });
 }
 
 }  // namespace xgrad

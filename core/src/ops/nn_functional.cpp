@@ -18,8 +18,8 @@
 #include "ops/vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
-#include "xgrad/random.h"
 #include "xgrad/profiler.h"
+#include "xgrad/random.h"
 
 namespace xgrad {
 
@@ -35,8 +35,8 @@ Tensor contig(const Tensor& t) {
 
 void check_same_dtype(const char* op, const char* what, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
-    fail(op, what, " dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(),
-         " and ", dtype_name(b.dtype()), " tensor of shape ", b.shape());
+    fail(op, what, " dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
+         dtype_name(b.dtype()), " tensor of shape ", b.shape());
 }
 
 }  // namespace
@@ -101,8 +101,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (weight.dim() != 2)
     fail("embedding", "weight must be 2-D (num_embeddings, embedding_dim), got shape ", weight.shape());
   if (indices.dtype() != kInt64)
-    fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()),
-         " tensor of shape ", indices.shape());
+    fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()), " tensor of shape ",
+         indices.shape());
   kernels::dispatch_float(weight.dtype(), "embedding", [](auto) {});
   const int64_t V = weight.size(0), D = weight.size(1);
   const Tensor idx = contig(indices);
@@ -110,8 +110,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const int64_t n = idx.numel();
   for (int64_t i = 0; i < n; ++i)
     if (pi[i] < 0 || pi[i] >= V)
-      fail("embedding", "index ", pi[i], " is out of range for num_embeddings ", V,
-           " (weight shape ", weight.shape(), ", indices shape ", indices.shape(), ")");
+      fail("embedding", "index ", pi[i], " is out of range for num_embeddings ", V, " (weight shape ",
+           weight.shape(), ", indices shape ", indices.shape(), ")");
   Shape out_shape = indices.shape();
   out_shape.push_back(D);  // indices.shape + (D,)
   Tensor out = empty(out_shape, weight.dtype());
@@ -129,28 +129,28 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   });
   return record("EmbeddingBackward0", out, {weight},
                 [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
-    // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
-    // accumulate)
-    const Tensor& iv = ids.get();
-    const Tensor dy = contig(dout);
-    Tensor dw = zeros({V, D}, dy.dtype());
-    kernels::dispatch_float(dy.dtype(), "embedding_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const int64_t* pid = iv.data_ptr<int64_t>();
-      const T* pd = dy.data_ptr<T>();
-      T* pw = dw.data_ptr<T>();
-      const int64_t n = iv.numel();
-      // threads split the embedding columns: repeated ids still add in the order of i
-      kernels::parallel_rows(D, n, kernels::kGrain, [&](int64_t k0, int64_t k1) {
-        for (int64_t i = 0; i < n; ++i) {
-          T* row = pw + pid[i] * D;
-          const T* src = pd + i * D;
-          for (int64_t k = k0; k < k1; ++k) row[k] += src[k];
-        }
-      });
-    });
-    grads.add(0, dw);
-  });
+                  // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
+                  // accumulate)
+                  const Tensor& iv = ids.get();
+                  const Tensor dy = contig(dout);
+                  Tensor dw = zeros({V, D}, dy.dtype());
+                  kernels::dispatch_float(dy.dtype(), "embedding_backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    const int64_t* pid = iv.data_ptr<int64_t>();
+                    const T* pd = dy.data_ptr<T>();
+                    T* pw = dw.data_ptr<T>();
+                    const int64_t n = iv.numel();
+                    // threads split the embedding columns: repeated ids still add in the order of i
+                    kernels::parallel_rows(D, n, kernels::kGrain, [&](int64_t k0, int64_t k1) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        T* row = pw + pid[i] * D;
+                        const T* src = pd + i * D;
+                        for (int64_t k = k0; k < k1; ++k) row[k] += src[k];
+                      }
+                    });
+                  });
+                  grads.add(0, dw);
+                });
 }
 
 // ---------------------------------------------------------------- layer_norm
@@ -161,8 +161,8 @@ constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in t
 // and dw / db accumulated in row order (when set). Plain pointer arguments, so the row loops
 // vectorise whatever the caller's closure holds.
 template <class T>
-void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm, const T* pr,
-                              T* pdx, T* pdw, T* pdb, int64_t N, int64_t r0, int64_t r1) {
+void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm, const T* pr, T* pdx, T* pdw,
+                              T* pdb, int64_t N, int64_t r0, int64_t r1) {
   std::vector<T> xhat(N), g(N);
   const T invN = T(1) / static_cast<T>(N);
   for (int64_t r = r0; r < r1; ++r) {
@@ -190,8 +190,8 @@ void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm
 
 // reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
 // layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   profiler::RecordFunction rec("layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   if (k == 0) fail("layer_norm", "normalized_shape must have at least one dim, got ", normalized_shape);
@@ -199,13 +199,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   bool ok = x.dim() >= k;
   for (int64_t i = 0; ok && i < k; ++i) ok = xs[x.dim() - k + i] == normalized_shape[i];
   if (!ok)
-    fail("layer_norm", "normalized_shape ", normalized_shape, " does not match the trailing dims of input shape ", xs);
+    fail("layer_norm", "normalized_shape ", normalized_shape,
+         " does not match the trailing dims of input shape ", xs);
   kernels::dispatch_float(x.dtype(), "layer_norm", [](auto) {});
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
     if (p->shape() != normalized_shape)
-      fail("layer_norm", what, " of shape ", p->shape(), " does not match normalized_shape ", normalized_shape);
+      fail("layer_norm", what, " of shape ", p->shape(), " does not match normalized_shape ",
+           normalized_shape);
     check_same_dtype("layer_norm", what, x, *p);
   }
   const int64_t N = numel_of(normalized_shape);
@@ -246,51 +248,54 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     });
   });
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
-                [xsv = save(x), wsv = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout, Grads& grads) {
-    // in the forward pass y = xhat * w + b with xhat = (x - mean) * rstd, so
-    //   dbias = sum_rows(dy), dweight = sum_rows(dy * xhat),
-    //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w
-    const Tensor xc = contig(xsv.get());
-    const Tensor wc = wsv.defined() ? contig(wsv.get()) : Tensor();
-    const Tensor dy = contig(dout);
-    const bool want_x = grads.wants(0), want_w = grads.wants(1), want_b = grads.wants(2);
-    const DType dt = xc.dtype();
-    Tensor dx = want_x ? empty(xc.shape(), dt) : Tensor();
-    Tensor dw = want_w ? zeros(normalized_shape, dt) : Tensor();
-    Tensor db = want_b ? zeros(normalized_shape, dt) : Tensor();
-    kernels::dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const T* px = xc.data_ptr<T>();
-      const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
-      const T* pd = dy.data_ptr<T>();
-      const T* pm = mean.data_ptr<T>();
-      const T* pr = rstd.data_ptr<T>();
-      T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
-      T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
-      T* pdb = want_b ? db.data_ptr<T>() : nullptr;
-      // Rows in fixed blocks of kLayerNormRowBlock: a block computes dx for its rows and its
-      // own partial dw / db (its rows summed in order), and dw / db add the partials up in
-      // block order. The blocks do not depend on the thread count, so neither do the bits,
-      // and x and dy are read once whatever the threads.
-      const int64_t blocks = (M + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-      std::vector<T> part_w(pdw ? blocks * N : 0, T(0)), part_b(pdb ? blocks * N : 0, T(0));
-      kernels::parallel_rows(blocks, kLayerNormRowBlock * N, kernels::kGrain, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)
-          layer_norm_backward_rows<T>(px, pd, pw, pm, pr, pdx, pdw ? part_w.data() + b * N : nullptr,
-                                      pdb ? part_b.data() + b * N : nullptr, N, b * kLayerNormRowBlock,
-                                      std::min(M, (b + 1) * kLayerNormRowBlock));
-      });
-      for (int64_t b = 0; b < blocks; ++b) {
-        if (pdw)
-          for (int64_t i = 0; i < N; ++i) pdw[i] += part_w[b * N + i];
-        if (pdb)
-          for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
-      }
-    });
-    if (want_x) grads.add(0, dx);
-    if (want_w) grads.add(1, dw);
-    if (want_b) grads.add(2, db);
-  });
+                [xsv = save(x), wsv = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout,
+                                                                                        Grads& grads) {
+                  // in the forward pass y = xhat * w + b with xhat = (x - mean) * rstd, so
+                  //   dbias = sum_rows(dy), dweight = sum_rows(dy * xhat),
+                  //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w
+                  const Tensor xc = contig(xsv.get());
+                  const Tensor wc = wsv.defined() ? contig(wsv.get()) : Tensor();
+                  const Tensor dy = contig(dout);
+                  const bool want_x = grads.wants(0), want_w = grads.wants(1), want_b = grads.wants(2);
+                  const DType dt = xc.dtype();
+                  Tensor dx = want_x ? empty(xc.shape(), dt) : Tensor();
+                  Tensor dw = want_w ? zeros(normalized_shape, dt) : Tensor();
+                  Tensor db = want_b ? zeros(normalized_shape, dt) : Tensor();
+                  kernels::dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* px = xc.data_ptr<T>();
+                    const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
+                    const T* pd = dy.data_ptr<T>();
+                    const T* pm = mean.data_ptr<T>();
+                    const T* pr = rstd.data_ptr<T>();
+                    T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
+                    T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
+                    T* pdb = want_b ? db.data_ptr<T>() : nullptr;
+                    // Rows in fixed blocks of kLayerNormRowBlock: a block computes dx for its rows and its
+                    // own partial dw / db (its rows summed in order), and dw / db add the partials up in
+                    // block order. The blocks do not depend on the thread count, so neither do the bits,
+                    // and x and dy are read once whatever the threads.
+                    const int64_t blocks = (M + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
+                    std::vector<T> part_w(pdw ? blocks * N : 0, T(0)), part_b(pdb ? blocks * N : 0, T(0));
+                    kernels::parallel_rows(
+                        blocks, kLayerNormRowBlock * N, kernels::kGrain, [&](int64_t b0, int64_t b1) {
+                          for (int64_t b = b0; b < b1; ++b)
+                            layer_norm_backward_rows<T>(
+                                px, pd, pw, pm, pr, pdx, pdw ? part_w.data() + b * N : nullptr,
+                                pdb ? part_b.data() + b * N : nullptr, N, b * kLayerNormRowBlock,
+                                std::min(M, (b + 1) * kLayerNormRowBlock));
+                        });
+                    for (int64_t b = 0; b < blocks; ++b) {
+                      if (pdw)
+                        for (int64_t i = 0; i < N; ++i) pdw[i] += part_w[b * N + i];
+                      if (pdb)
+                        for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
+                    }
+                  });
+                  if (want_x) grads.add(0, dx);
+                  if (want_w) grads.add(1, dw);
+                  if (want_b) grads.add(2, db);
+                });
 }
 
 // ---------------------------------------------------------------- cross_entropy
@@ -323,8 +328,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
                                   const CrossEntropyOptions& o, const Shape& shown_input_shape) {
   const Reduction red = parse_reduction(op, o.reduction);
   const double eps = o.label_smoothing;
-  if (!(eps >= 0.0 && eps <= 1.0))
-    fail(op, "label_smoothing must be between 0.0 and 1.0, got ", eps);
+  if (!(eps >= 0.0 && eps <= 1.0)) fail(op, "label_smoothing must be between 0.0 and 1.0, got ", eps);
   const int64_t ignore_index = o.ignore_index;
   const int64_t C = logits.shape().back();
   const Shape& tshape = targets.shape();
@@ -335,8 +339,8 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
   for (int64_t i = 0; i < N; ++i) {
     if (pt[i] == ignore_index) continue;
     if (pt[i] < 0 || pt[i] >= C)
-      fail(op, "target ", pt[i], " is out of bounds for ", C, " classes (input shape ",
-           shown_input_shape, ", target shape ", tshape, ", ignore_index ", ignore_index, ")");
+      fail(op, "target ", pt[i], " is out of bounds for ", C, " classes (input shape ", shown_input_shape,
+           ", target shape ", tshape, ", ignore_index ", ignore_index, ")");
     ++count;
   }
   const Tensor xc = contig(logits);
@@ -359,8 +363,9 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
         const T m = vec::max(xr, C);
         pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
         // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
-        row_loss[r] = eps == 0.0 ? pl[r] - xr[pt[r]]
-                                 : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
+        row_loss[r] =
+            eps == 0.0 ? pl[r] - xr[pt[r]]
+                       : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
       }
     });
     if (red == Reduction::kNone) {
@@ -372,54 +377,55 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
       if (pt[r] != ignore_index) total += static_cast<double>(row_loss[r]);
     *out.data_ptr<T>() = static_cast<T>(red == Reduction::kSum ? total : total / static_cast<double>(count));
   });
-  return record("NllLossBackward0", out, {logits},
-                [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index, red, eps](const Tensor& dout, Grads& grads) {
-    // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with q = (1 - e) onehot(t_r) + e/C,
-    // so dx[r] = (softmax(x[r]) - q) * g_r, g_r = dloss (sum), dloss / count (mean) or
-    // dloss[r] (none); 0 for ignored rows
-    const Tensor& xv = xs.get();
-    const Tensor dy = contig(dout);
-    Tensor dx = empty(xv.shape(), xv.dtype());
-    kernels::dispatch_float(xv.dtype(), "cross_entropy_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const T gall = red == Reduction::kMean ? static_cast<T>(dy.item() / static_cast<double>(count))
-                     : red == Reduction::kSum ? static_cast<T>(dy.item())
-                                              : T(0);
-      const T* pdy = red == Reduction::kNone ? dy.data_ptr<T>() : nullptr;
-      const T* px = xv.data_ptr<T>();
-      const T* pl = lse.data_ptr<T>();
-      const int64_t* ptg = ts.get().data_ptr<int64_t>();
-      const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-      T* pdx = dx.data_ptr<T>();
-      kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          T* dr = pdx + r * C;
-          if (ptg[r] == ignore_index) {
-            std::fill(dr, dr + C, T(0));
-            continue;
-          }
-          const T gscale = pdy ? pdy[r] : gall;
-          const T l = pl[r];
-          vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
-          if (eps == 0.0) {
-            dr[ptg[r]] -= gscale;
-          } else {
-            for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
-            dr[ptg[r]] -= keep * gscale;
-          }
-        }
+  return record(
+      "NllLossBackward0", out, {logits},
+      [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index, red, eps](const Tensor& dout,
+                                                                               Grads& grads) {
+        // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with q = (1 - e) onehot(t_r) + e/C,
+        // so dx[r] = (softmax(x[r]) - q) * g_r, g_r = dloss (sum), dloss / count (mean) or
+        // dloss[r] (none); 0 for ignored rows
+        const Tensor& xv = xs.get();
+        const Tensor dy = contig(dout);
+        Tensor dx = empty(xv.shape(), xv.dtype());
+        kernels::dispatch_float(xv.dtype(), "cross_entropy_backward", [&](auto tag) {
+          using T = decltype(tag);
+          const T gall = red == Reduction::kMean  ? static_cast<T>(dy.item() / static_cast<double>(count))
+                         : red == Reduction::kSum ? static_cast<T>(dy.item())
+                                                  : T(0);
+          const T* pdy = red == Reduction::kNone ? dy.data_ptr<T>() : nullptr;
+          const T* px = xv.data_ptr<T>();
+          const T* pl = lse.data_ptr<T>();
+          const int64_t* ptg = ts.get().data_ptr<int64_t>();
+          const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
+          T* pdx = dx.data_ptr<T>();
+          kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              T* dr = pdx + r * C;
+              if (ptg[r] == ignore_index) {
+                std::fill(dr, dr + C, T(0));
+                continue;
+              }
+              const T gscale = pdy ? pdy[r] : gall;
+              const T l = pl[r];
+              vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
+              if (eps == 0.0) {
+                dr[ptg[r]] -= gscale;
+              } else {
+                for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
+                dr[ptg[r]] -= keep * gscale;
+              }
+            }
+          });
+        });
+        grads.add(0, dx);
       });
-    });
-    grads.add(0, dx);
-  });
 }
 
 void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) {
   kernels::dispatch_float(input.dtype(), op, [](auto) {});
   if (target.dtype() != kInt64)
-    fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()),
-         " tensor of shape ", target.shape(), " (input shape ", input.shape(),
-         "; class-probability targets are not supported)");
+    fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()), " tensor of shape ",
+         target.shape(), " (input shape ", input.shape(), "; class-probability targets are not supported)");
 }
 
 }  // namespace
@@ -450,8 +456,7 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOptions& options) {
   profiler::RecordFunction rec("cross_entropy_last_dim");
   const char* op = "cross_entropy_last_dim";
-  if (logits.dim() == 0)
-    fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
+  if (logits.dim() == 0) fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
   check_ce_dtypes(op, logits, targets);
   const Shape expected(logits.shape().begin(), logits.shape().end() - 1);
   if (targets.shape() != expected)
@@ -485,30 +490,30 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   });
   return record("MseLossBackward0", out, {input, target},
                 [as = save(a), bs = save(b), n](const Tensor& dout, Grads& grads) {
-    // in the forward pass loss = sum((a - b)^2) / n, so da = 2 (a - b) dloss / n = -db
-    const Tensor& av = as.get();
-    const Tensor& bv = bs.get();
-    Tensor da = empty(av.shape(), av.dtype());
-    kernels::dispatch_float(av.dtype(), "mse_loss_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const T norm = static_cast<T>(2.0 * dout.item() / static_cast<double>(n));
-      const T* pa = av.data_ptr<T>();
-      const T* pb = bv.data_ptr<T>();
-      T* pd = da.data_ptr<T>();
-      for (int64_t i = 0; i < n; ++i) pd[i] = norm * (pa[i] - pb[i]);
-    });
-    if (grads.wants(1)) {
-      Tensor db = empty(da.shape(), da.dtype());
-      kernels::dispatch_float(da.dtype(), "mse_loss_backward", [&](auto tag) {
-        using T = decltype(tag);
-        const T* pd = da.data_ptr<T>();
-        T* pb = db.data_ptr<T>();
-        for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
-      });
-      grads.add(1, db);
-    }
-    if (grads.wants(0)) grads.add(0, da);
-  });
+                  // in the forward pass loss = sum((a - b)^2) / n, so da = 2 (a - b) dloss / n = -db
+                  const Tensor& av = as.get();
+                  const Tensor& bv = bs.get();
+                  Tensor da = empty(av.shape(), av.dtype());
+                  kernels::dispatch_float(av.dtype(), "mse_loss_backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T norm = static_cast<T>(2.0 * dout.item() / static_cast<double>(n));
+                    const T* pa = av.data_ptr<T>();
+                    const T* pb = bv.data_ptr<T>();
+                    T* pd = da.data_ptr<T>();
+                    for (int64_t i = 0; i < n; ++i) pd[i] = norm * (pa[i] - pb[i]);
+                  });
+                  if (grads.wants(1)) {
+                    Tensor db = empty(da.shape(), da.dtype());
+                    kernels::dispatch_float(da.dtype(), "mse_loss_backward", [&](auto tag) {
+                      using T = decltype(tag);
+                      const T* pd = da.data_ptr<T>();
+                      T* pb = db.data_ptr<T>();
+                      for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
+                    });
+                    grads.add(1, db);
+                  }
+                  if (grads.wants(0)) grads.add(0, da);
+                });
 }
 
 }  // namespace xgrad

@@ -34,7 +34,8 @@ std::vector<bool> reduced_mask(const char* op, const Shape& shape, const Shape& 
   std::vector<bool> seen(std::max<std::size_t>(shape.size(), 1), false);
   for (int64_t d : dims) {
     const int64_t w = wrap_dim(op, d, shape);
-    if (seen[w]) fail(op, "dim ", w, " appears multiple times in the list of dims ", dims, " (shape ", shape, ")");
+    if (seen[w])
+      fail(op, "dim ", w, " appears multiple times in the list of dims ", dims, " (shape ", shape, ")");
     seen[w] = true;
     if (!shape.empty()) mask[w] = true;
   }
@@ -58,28 +59,40 @@ int64_t reduced_count(const Shape& shape, const std::vector<bool>& mask) {
 }
 
 // ---------------------------------------------------------------- the (A, R, B) passes
-template <class Acc> struct SumOp {
+template <class Acc>
+struct SumOp {
   static Acc init() { return Acc(0); }
-  template <class X> static Acc step(Acc acc, X x) { return acc + static_cast<Acc>(x); }
+  template <class X>
+  static Acc step(Acc acc, X x) {
+    return acc + static_cast<Acc>(x);
+  }
   static Acc merge(Acc a, Acc b) { return a + b; }
   static Acc repeat(Acc a, int64_t n) { return a * static_cast<Acc>(n); }  // n equal terms
 };
 // max/min propagate NaN (x != x), like torch.
-template <class Acc> struct MaxOp {
+template <class Acc>
+struct MaxOp {
   static Acc init() {
     if constexpr (std::numeric_limits<Acc>::has_infinity) return -std::numeric_limits<Acc>::infinity();
     else return std::numeric_limits<Acc>::lowest();
   }
-  template <class X> static Acc step(Acc acc, X x) { return (x > acc || x != x) ? Acc(x) : acc; }
+  template <class X>
+  static Acc step(Acc acc, X x) {
+    return (x > acc || x != x) ? Acc(x) : acc;
+  }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
   static Acc repeat(Acc a, int64_t) { return a; }
 };
-template <class Acc> struct MinOp {
+template <class Acc>
+struct MinOp {
   static Acc init() {
     if constexpr (std::numeric_limits<Acc>::has_infinity) return std::numeric_limits<Acc>::infinity();
     else return std::numeric_limits<Acc>::max();
   }
-  template <class X> static Acc step(Acc acc, X x) { return (x < acc || x != x) ? Acc(x) : acc; }
+  template <class X>
+  static Acc step(Acc acc, X x) {
+    return (x < acc || x != x) ? Acc(x) : acc;
+  }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
   static Acc repeat(Acc a, int64_t) { return a; }
 };
@@ -172,7 +185,8 @@ void reduce_pass(const In* x, Out* y, int64_t A, int64_t R, int64_t B) {
         for (int k = 0; k < L; ++k) lane[k] = Op::init();
         int64_t r = 0;
         for (; r + L <= R; r += L) {
-#pragma GCC unroll 1  // keep the lane loop a loop: GCC vectorises it (fully unrolled, max/min's select is not)
+#pragma GCC \
+    unroll 1  // keep the lane loop a loop: GCC vectorises it (fully unrolled, max/min's select is not)
           for (int k = 0; k < L; ++k) lane[k] = Op::step(lane[k], row[r + k]);
         }
         for (int k = 0; r < R; ++r, ++k) lane[k] = Op::step(lane[k], row[r]);
@@ -216,7 +230,8 @@ std::vector<Group> group_dims(const Shape& shape, const std::vector<bool>& mask)
 // one value: a reduced one is folded in by Op::repeat (a sum multiplies by its size), a kept
 // one is reduced once and broadcast into the output, so an expanded gradient is never copied.
 template <class Op, class Acc, class In, class Out>
-Tensor reduce_passes(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape, DType out_dtype) {
+Tensor reduce_passes(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape,
+                     DType out_dtype) {
   Tensor out = empty(out_shape, out_dtype);
   if (out.numel() == 0) return out;
   if (a.numel() == 0) {  // reducing an empty dim gives the identity (sum of nothing = 0)
@@ -286,17 +301,18 @@ Tensor sum_values(const Tensor& a, const std::vector<bool>& mask, const Shape& o
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
       return reduce_passes<SumOp<double>, double, T, T>(a, mask, out_shape, a.dtype());
-    else
-      return reduce_passes<SumOp<int64_t>, int64_t, T, int64_t>(a, mask, out_shape, kInt64);
+    else return reduce_passes<SumOp<int64_t>, int64_t, T, int64_t>(a, mask, out_shape, kInt64);
   });
 }
 
 // max/min values without autograd (float32/float64/int64), in the input's own precision.
 template <template <class> class Op>
-Tensor extreme_values(const char* op, const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape) {
+Tensor extreme_values(const char* op, const Tensor& a, const std::vector<bool>& mask,
+                      const Shape& out_shape) {
   for (std::size_t d = 0; d < mask.size(); ++d)
     if (mask[d] && a.shape()[d] == 0)
-      fail(op, "cannot reduce over dim ", d, " of size 0 (shape ", a.shape(), "): the result has no identity");
+      fail(op, "cannot reduce over dim ", d, " of size 0 (shape ", a.shape(),
+           "): the result has no identity");
   auto run = [&](auto tag) {
     using T = decltype(tag);
     return reduce_passes<Op<T>, T, T, T>(a, mask, out_shape, a.dtype());
@@ -329,8 +345,8 @@ Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 Tensor mean(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("mean");
   if (!a.is_floating_point())
-    fail("mean", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
-         a.shape(), " (convert with .to(kFloat32) first)");
+    fail("mean", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape(),
+         " (convert with .to(kFloat32) first)");
   const std::vector<bool> mask = reduced_mask("mean", a.shape(), dims);
   const int64_t n = reduced_count(a.shape(), mask);
   Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
@@ -389,16 +405,17 @@ Tensor std(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
     NoGradGuard no_grad;
     out = sqrt(var(a, dims, unbiased, keepdim));
   }
-  return record("StdBackward0", out, {a}, [as = save(a), outs = save(out), mask, n, denom](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = sqrt(sum((x - mean)^2) / denom), so
-    // dx = dout * (x - mean) / (denom * out); torch takes 0 where out == 0 (a constant slice)
-    const Tensor& x = as.get();
-    const Shape keep = reduced_shape(x.shape(), mask, true);
-    const Tensor s = outs.get().reshape(keep);
-    Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
-    Tensor scale = masked_fill(div(dout.reshape(keep), mul(s, denom)), eq(s, 0.0), 0.0);
-    grads.add(0, mul(centered, scale));
-  });
+  return record("StdBackward0", out, {a},
+                [as = save(a), outs = save(out), mask, n, denom](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out = sqrt(sum((x - mean)^2) / denom), so
+                  // dx = dout * (x - mean) / (denom * out); torch takes 0 where out == 0 (a constant slice)
+                  const Tensor& x = as.get();
+                  const Shape keep = reduced_shape(x.shape(), mask, true);
+                  const Tensor s = outs.get().reshape(keep);
+                  Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+                  Tensor scale = masked_fill(div(dout.reshape(keep), mul(s, denom)), eq(s, 0.0), 0.0);
+                  grads.add(0, mul(centered, scale));
+                });
 }
 
 Tensor std(const Tensor& a, Flag unbiased) { return std(a, {}, unbiased, false); }
@@ -421,11 +438,12 @@ Tensor max(const Tensor& a) {
   const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("max", "expected a non-empty tensor, got shape ", a.shape());
   Tensor out = extreme_values<MaxOp>("max", a, mask, {});
-  return record("MaxBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = the largest element, so its gradient goes there (split on ties)
-    const Shape keep = reduced_shape(as.get().shape(), mask, true);
-    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-  });
+  return record(
+      "MaxBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = the largest element, so its gradient goes there (split on ties)
+        const Shape keep = reduced_shape(as.get().shape(), mask, true);
+        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+      });
 }
 
 Tensor min(const Tensor& a) {
@@ -433,35 +451,38 @@ Tensor min(const Tensor& a) {
   const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("min", "expected a non-empty tensor, got shape ", a.shape());
   Tensor out = extreme_values<MinOp>("min", a, mask, {});
-  return record("MinBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = the smallest element, so its gradient goes there (split on ties)
-    const Shape keep = reduced_shape(as.get().shape(), mask, true);
-    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-  });
+  return record(
+      "MinBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = the smallest element, so its gradient goes there (split on ties)
+        const Shape keep = reduced_shape(as.get().shape(), mask, true);
+        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+      });
 }
 
 Tensor amax(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("amax");
   const std::vector<bool> mask = reduced_mask("amax", a.shape(), dims);
   Tensor out = extreme_values<MaxOp>("amax", a, mask, reduced_shape(a.shape(), mask, keepdim));
-  return record("AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = the largest element of each slice: the gradient is split
-    // evenly among the elements equal to it
-    const Shape keep = reduced_shape(as.get().shape(), mask, true);
-    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-  });
+  return record(
+      "AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = the largest element of each slice: the gradient is split
+        // evenly among the elements equal to it
+        const Shape keep = reduced_shape(as.get().shape(), mask, true);
+        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+      });
 }
 
 Tensor amin(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("amin");
   const std::vector<bool> mask = reduced_mask("amin", a.shape(), dims);
   Tensor out = extreme_values<MinOp>("amin", a, mask, reduced_shape(a.shape(), mask, keepdim));
-  return record("AminBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = the smallest element of each slice: the gradient is split
-    // evenly among the elements equal to it
-    const Shape keep = reduced_shape(as.get().shape(), mask, true);
-    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-  });
+  return record(
+      "AminBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = the smallest element of each slice: the gradient is split
+        // evenly among the elements equal to it
+        const Shape keep = reduced_shape(as.get().shape(), mask, true);
+        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+      });
 }
 
 Tensor max(const Tensor& a, const Tensor& other) { return maximum(a, other); }
@@ -569,9 +590,9 @@ ValuesIndices max_min_dim(const char* op, const char* node, const Tensor& a, int
   ValuesIndices r = arg_reduce<kMax>(op, a, dim, keepdim);
   r.values = record(node, r.values, {a},
                     [in_shape = a.shape(), dim, is = save(r.indices)](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = x at the chosen index, so the gradient goes to that element
-    grads.add(0, scatter_to_index(dout, is.get(), in_shape, dim));
-  });
+                      // in the forward pass out = x at the chosen index, so the gradient goes to that element
+                      grads.add(0, scatter_to_index(dout, is.get(), in_shape, dim));
+                    });
   return r;
 }
 }  // namespace

@@ -21,8 +21,8 @@ namespace {
 int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
   const int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [",
-         -r, ", ", r - 1, "])");
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
+         r - 1, "])");
   return d < 0 ? d + r : d;
 }
 
@@ -76,14 +76,14 @@ Tensor cat(const std::vector<Tensor>& tensors, Int dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (t.dtype() != ref->dtype())
-      fail("cat", "expected all tensors to have the same dtype, got ", dtype_name(ref->dtype()),
-           " and ", dtype_name(t.dtype()), " (tensor ", i, "; shapes ", shapes_str(tensors), ")");
+      fail("cat", "expected all tensors to have the same dtype, got ", dtype_name(ref->dtype()), " and ",
+           dtype_name(t.dtype()), " (tensor ", i, "; shapes ", shapes_str(tensors), ")");
     if (legacy_empty(t) && ref->dim() != 1) continue;
     bool match = t.dim() == ref->dim();
     for (int64_t k = 0; match && k < t.dim(); ++k) match = k == d || t.shape()[k] == ref->shape()[k];
     if (!match)
-      fail("cat", "sizes of tensors must match except in dimension ", d, ", got shapes ",
-           shapes_str(tensors), " (tensor ", i, " differs)");
+      fail("cat", "sizes of tensors must match except in dimension ", d, ", got shapes ", shapes_str(tensors),
+           " (tensor ", i, " differs)");
     sizes[i] = t.shape()[d];
     total += sizes[i];
   }
@@ -119,20 +119,18 @@ Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined()) fail("stack", "tensor ", i, " of the list is undefined");
     if (tensors[i].shape() != tensors[0].shape() || tensors[i].dtype() != tensors[0].dtype())
-      fail("stack", "expects each tensor to be equal size and dtype, got shapes ",
-           shapes_str(tensors), " (tensor ", i, " is ", dtype_name(tensors[i].dtype()), " ",
-           tensors[i].shape(), ")");
+      fail("stack", "expects each tensor to be equal size and dtype, got shapes ", shapes_str(tensors),
+           " (tensor ", i, " is ", dtype_name(tensors[i].dtype()), " ", tensors[i].shape(), ")");
   }
   const Tensor& ref = tensors[0];
   const int64_t d = wrap("stack", dim, ref.dim() + 1, ref.shape());
   Shape out_shape = ref.shape();
   out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
-  Tensor out = empty(out_shape, ref.dtype());   // (..., n, ...)
+  Tensor out = empty(out_shape, ref.dtype());  // (..., n, ...)
   Shape sub_strides = out.strides();
   sub_strides.erase(sub_strides.begin() + d);
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    kernels::copy_into(make_view(out, ref.shape(), sub_strides,
-                                 static_cast<int64_t>(i) * out.strides()[d]),
+    kernels::copy_into(make_view(out, ref.shape(), sub_strides, static_cast<int64_t>(i) * out.strides()[d]),
                        tensors[i]);
   const int64_t n = static_cast<int64_t>(tensors.size());
   return record("StackBackward0", out, tensors, [d, n](const Tensor& dout, Grads& grads) {
@@ -151,8 +149,8 @@ std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
   const int64_t d = wrap("split", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
   if (split_size < 0 || (split_size == 0 && n != 0))
-    fail("split", "split_size must be positive (0 only for an empty dim), got ", split_size,
-         " for dim ", d, " of shape ", a.shape());
+    fail("split", "split_size must be positive (0 only for an empty dim), got ", split_size, " for dim ", d,
+         " of shape ", a.shape());
   const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   for (int64_t i = 0; i < pieces; ++i) {
@@ -172,8 +170,8 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, In
     total += s;
   }
   if (total != a.shape()[d])
-    fail("split", "split sizes ", Shape(sizes), " sum to ", total, " but dim ", d, " of shape ",
-         a.shape(), " has size ", a.shape()[d]);
+    fail("split", "split sizes ", Shape(sizes), " sum to ", total, " but dim ", d, " of shape ", a.shape(),
+         " has size ", a.shape()[d]);
   std::vector<Tensor> out;
   int64_t at = 0;
   for (int64_t s : sizes) {
@@ -186,7 +184,8 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, In
 std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
   profiler::RecordFunction rec("chunk");
   if (a.dim() == 0) fail("chunk", "expects at least a 1-dimensional tensor, got shape []");
-  if (chunks <= 0) fail("chunk", "expects `chunks` to be greater than 0, got ", chunks, " (shape ", a.shape(), ")");
+  if (chunks <= 0)
+    fail("chunk", "expects `chunks` to be greater than 0, got ", chunks, " (shape ", a.shape(), ")");
   const int64_t d = wrap("chunk", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
   // reference: torch's chunk: pieces of ceil(n / chunks), so there may be fewer than `chunks`;
@@ -201,8 +200,8 @@ std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
 Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   profiler::RecordFunction rec("index_select");
   if (index.dtype() != kInt64)
-    fail("index_select", "index must be an int64 tensor, got ", dtype_name(index.dtype()),
-         " of shape ", index.shape(), " (use index.to(kInt64))");
+    fail("index_select", "index must be an int64 tensor, got ", dtype_name(index.dtype()), " of shape ",
+         index.shape(), " (use index.to(kInt64))");
   if (index.dim() > 1) fail("index_select", "index must be 1-D, got shape ", index.shape());
   if (a.dim() == 0) fail("index_select", "cannot index a 0-d tensor (shape [])");
   const int64_t d = wrap("index_select", dim, a.dim(), a.shape());
@@ -210,13 +209,13 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   const std::vector<int64_t> idx = index.to_vector<int64_t>();
   for (int64_t v : idx)
     if (v < 0 || v >= n)
-      fail("index_select", "index ", v, " is out of range for dim ", d, " of size ", n,
-           " (shape ", a.shape(), ")");
+      fail("index_select", "index ", v, " is out of range for dim ", d, " of size ", n, " (shape ", a.shape(),
+           ")");
   const int64_t k = static_cast<int64_t>(idx.size());
   const int64_t outer = prod(a.shape(), 0, d), inner = prod(a.shape(), d + 1, a.dim());
   Shape out_shape = a.shape();
   out_shape[d] = k;
-  Tensor out = empty(out_shape, a.dtype());   // a's shape with dim d of size k
+  Tensor out = empty(out_shape, a.dtype());  // a's shape with dim d of size k
   const Tensor src = a.is_contiguous() ? a : a.detach().contiguous();
   kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -231,23 +230,23 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   });
   return record("IndexSelectBackward0", out, {a},
                 [d, idx, a_shape = a.shape(), outer, inner, n, k](const Tensor& dout, Grads& grads) {
-    // in the forward pass out[.., i, ..] = a[.., index[i], ..], so da[.., index[i], ..] +=
-    // dout[.., i, ..]: a repeated index (the same token twice) accumulates
-    Tensor da = zeros(a_shape, dout.dtype());
-    const Tensor g = dout.contiguous();
-    kernels::dispatch_float(dout.dtype(), "index_select", [&](auto tag) {
-      using T = decltype(tag);
-      const T* pg = g.data_ptr<T>();
-      T* pd = da.data_ptr<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < k; ++i) {
-          const T* from = pg + (o * k + i) * inner;
-          T* to = pd + (o * n + idx[i]) * inner;
-          for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
-        }
-    });
-    grads.add(0, da);
-  });
+                  // in the forward pass out[.., i, ..] = a[.., index[i], ..], so da[.., index[i], ..] +=
+                  // dout[.., i, ..]: a repeated index (the same token twice) accumulates
+                  Tensor da = zeros(a_shape, dout.dtype());
+                  const Tensor g = dout.contiguous();
+                  kernels::dispatch_float(dout.dtype(), "index_select", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* pg = g.data_ptr<T>();
+                    T* pd = da.data_ptr<T>();
+                    for (int64_t o = 0; o < outer; ++o)
+                      for (int64_t i = 0; i < k; ++i) {
+                        const T* from = pg + (o * k + i) * inner;
+                        T* to = pd + (o * n + idx[i]) * inner;
+                        for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
+                      }
+                  });
+                  grads.add(0, da);
+                });
 }
 
 // ---------------------------------------------------------------- masked_fill
@@ -257,8 +256,8 @@ namespace {
 void check_mask(const char* op, const Tensor& mask) {
   if (!mask.defined()) fail(op, "the mask is undefined");
   if (mask.dtype() != kBool)
-    fail(op, "expected a bool mask, got a ", dtype_name(mask.dtype()), " mask of shape ",
-         mask.shape(), "; use mask.to(kBool) (comparisons like x > 0 already give bool)");
+    fail(op, "expected a bool mask, got a ", dtype_name(mask.dtype()), " mask of shape ", mask.shape(),
+         "; use mask.to(kBool) (comparisons like x > 0 already give bool)");
 }
 
 // out = mask ? value : a, with a and mask broadcast to out's shape (out may alias a).
@@ -266,27 +265,26 @@ void fill_masked(const Tensor& out, const Tensor& a, const Tensor& mask, double 
   kernels::dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, int64_t>)
-      if (!std::isfinite(value))
-        fail("masked_fill", "value ", value, " cannot be stored in an int64 tensor");
+      if (!std::isfinite(value)) fail("masked_fill", "value ", value, " cannot be stored in an int64 tensor");
     const T v = static_cast<T>(value);
     const T* pa = a.data_ptr<T>();
     const bool* pm = mask.data_ptr<bool>();
     T* po = out.data_ptr<T>();
     std::array<Shape, 3> st{out.strides(), kernels::broadcast_strides(a, out.shape()),
                             kernels::broadcast_strides(mask, out.shape())};
-    kernels::parallel_for_each_row<3>(out.shape(), st, kernels::kGrain,
-                                      [&](const std::array<int64_t, 3>& off, int64_t len,
-                                          const std::array<int64_t, 3>& in) {
-      T* o = po + off[0];
-      const T* x = pa + off[1];
-      const bool* m = pm + off[2];
-      const T fill = v;  // a local copy: the stores to o cannot alias it
-      if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
-        for (int64_t i = 0; i < len; ++i) o[i] = m[i] ? fill : x[i];
-      } else {
-        for (int64_t i = 0; i < len; ++i) o[i * in[0]] = m[i * in[2]] ? fill : x[i * in[1]];
-      }
-    });
+    kernels::parallel_for_each_row<3>(
+        out.shape(), st, kernels::kGrain,
+        [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
+          T* o = po + off[0];
+          const T* x = pa + off[1];
+          const bool* m = pm + off[2];
+          const T fill = v;  // a local copy: the stores to o cannot alias it
+          if (in[0] == 1 && in[1] == 1 && in[2] == 1) {
+            for (int64_t i = 0; i < len; ++i) o[i] = m[i] ? fill : x[i];
+          } else {
+            for (int64_t i = 0; i < len; ++i) o[i * in[0]] = m[i * in[2]] ? fill : x[i * in[1]];
+          }
+        });
   });
 }
 
@@ -307,11 +305,11 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   fill_masked(out, a, mask, value);
   return record("MaskedFillBackward0", out, {a},
                 [m = save(mask), a_shape = a.shape()](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = a where the mask is false and a constant where it is true, so
-    // da = dout where the mask is false and 0 where it is true (summed over broadcast dims)
-    Tensor da = zero_where(dout, m.get());
-    grads.add(0, da.shape() == a_shape ? da : sum_to(da, a_shape));
-  });
+                  // in the forward pass out = a where the mask is false and a constant where it is true, so
+                  // da = dout where the mask is false and 0 where it is true (summed over broadcast dims)
+                  Tensor da = zero_where(dout, m.get());
+                  grads.add(0, da.shape() == a_shape ? da : sum_to(da, a_shape));
+                });
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
@@ -326,8 +324,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
            ") is an expanded view whose elements share memory; call .clone() first");
   fill_masked(*this, *this, mask, value);
   ++impl()->storage->version;
-  return record_inplace("MaskedFillBackward0", *this, {},
-                        [m = save(mask)](const Tensor& dout, Grads& grads) {
+  return record_inplace("MaskedFillBackward0", *this, {}, [m = save(mask)](const Tensor& dout, Grads& grads) {
     // in the forward pass self was overwritten with a constant where the mask is true, so the
     // old self's gradient is dout where the mask is false and 0 where it is true
     grads.add(0, zero_where(dout, m.get()));
@@ -358,7 +355,7 @@ void zero_outside_triangle(const Tensor& t, int64_t diagonal, bool upper) {
 
 Tensor triangle(const char* op, const char* name, const Tensor& a, int64_t diagonal, bool upper) {
   if (a.dim() < 2) fail(op, "expects a tensor with at least 2 dimensions, got shape ", a.shape());
-  Tensor out = empty(a.shape(), a.dtype());   // (..., R, C)
+  Tensor out = empty(a.shape(), a.dtype());  // (..., R, C)
   kernels::copy_into(out, a);
   zero_outside_triangle(out, diagonal, upper);
   return record(name, out, {a}, [diagonal, upper](const Tensor& dout, Grads& grads) {
@@ -446,8 +443,8 @@ Tensor roll(const Tensor& a, Dims shifts, Dims dims) {
   if (shifts.empty()) fail("roll", "expected at least one shift (shape ", a.shape(), ")");
   if (dims.empty() ? shifts.size() != 1 : shifts.size() != dims.size())
     fail("roll", "shifts ", Shape(shifts), " and dims ", Shape(dims),
-         " must have the same length (one shift without dims rolls the flattened tensor; shape ",
-         a.shape(), ")");
+         " must have the same length (one shift without dims rolls the flattened tensor; shape ", a.shape(),
+         ")");
   Shape wrapped;
   for (int64_t d : dims) wrapped.push_back(wrap("roll", d, a.dim(), a.shape()));
   if (a.dim() == 0) return a.clone();

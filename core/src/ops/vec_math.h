@@ -24,10 +24,22 @@
 
 namespace xgrad::vec {
 
-template <class V> inline V vexp(const V& v) { return xsimd::exp(v); }
-template <class V> inline V verf(const V& v) { return xsimd::erf(v); }
-template <class V> inline V vtanh(const V& v) { return xsimd::tanh(v); }
-template <class V> inline V vlog(const V& v) { return xsimd::log(v); }
+template <class V>
+inline V vexp(const V& v) {
+  return xsimd::exp(v);
+}
+template <class V>
+inline V verf(const V& v) {
+  return xsimd::erf(v);
+}
+template <class V>
+inline V vtanh(const V& v) {
+  return xsimd::tanh(v);
+}
+template <class V>
+inline V vlog(const V& v) {
+  return xsimd::log(v);
+}
 
 // y[i] = f(x[i]) for i < n (x and y may alias).
 template <class T, class F>
@@ -59,8 +71,7 @@ inline void map2(const T* a, const T* b, T* y, int64_t n, F&& f) {
   int64_t i = 0;
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
-  for (; i + W <= n; i += W)
-    f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(y + i);
+  for (; i + W <= n; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 

@@ -15,8 +15,8 @@ namespace {
 int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
   const int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape,
-         " (expected in [", -r, ", ", r - 1, "])");
+    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
+         r - 1, "])");
   return d < 0 ? d + r : d;
 }
 
@@ -100,7 +100,8 @@ Tensor Tensor::view(Shape requested) const {
   auto st = view_strides(shape(), strides(), new_shape);
   if (!st)
     fail("view", "cannot view a tensor of shape ", shape(), " and strides ", strides(), " as shape ",
-         new_shape, ": its elements are not laid out contiguously in memory (a transpose or "
+         new_shape,
+         ": its elements are not laid out contiguously in memory (a transpose or "
          "permute made it non-contiguous). Call .contiguous().view(...) or use .reshape(...), "
          "which copies when it must");
   Tensor out = view_as_shape(*this, new_shape, *st);
@@ -123,7 +124,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   const int64_t s = wrap("flatten", start_dim, dim(), shape());
   const int64_t e = wrap("flatten", end_dim, dim(), shape());
-  if (s > e) fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", shape());
+  if (s > e)
+    fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", shape());
   Shape out(shape().begin(), shape().begin() + s);
   out.push_back(numel_of(Shape(shape().begin() + s, shape().begin() + e + 1)));
   out.insert(out.end(), shape().begin() + e + 1, shape().end());
@@ -146,7 +148,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 }
 
 Tensor Tensor::t() const {
-  if (dim() > 2) fail("t", "expects a tensor with <= 2 dimensions, got shape ", shape(), "; use transpose(d0, d1)");
+  if (dim() > 2)
+    fail("t", "expects a tensor with <= 2 dimensions, got shape ", shape(), "; use transpose(d0, d1)");
   if (dim() < 2) return *this;
   return transpose(0, 1);
 }
@@ -198,13 +201,15 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   if (__builtin_mul_overflow(strides()[d], step, &st[d])) st[d] = strides()[d];
   Tensor out = make_view(*this, sh, st, offset_at(*this, start, strides()[d]));
   const Shape in_shape = shape();
-  return record("SliceBackward0", out, {*this}, [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
-    // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0 elsewhere
-    grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
-      NoGradGuard guard;
-      return g.slice(d, start, end, step);
-    }));
-  });
+  return record("SliceBackward0", out, {*this},
+                [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
+                  // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0
+                  // elsewhere
+                  grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
+                              NoGradGuard guard;
+                              return g.slice(d, start, end, step);
+                            }));
+                });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -213,8 +218,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   const int64_t n = shape()[d];
   if (start < 0) start += n;
   if (start < 0 || length < 0 || start + length > n)
-    fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d,
-         " of size ", n, " (shape ", shape(), ")");
+    fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d, " of size ", n,
+         " (shape ", shape(), ")");
   return slice(d, start, start + length);
 }
 
@@ -234,9 +239,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return record("SelectBackward0", out, {*this}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
     grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
-      NoGradGuard guard;
-      return g.select(d, index);
-    }));
+                NoGradGuard guard;
+                return g.select(d, index);
+              }));
   });
 }
 
@@ -304,8 +309,7 @@ Tensor Tensor::expand(Shape target) const {
     } else if (have == 1) {
       st[i] = 0;
     } else {
-      fail("expand", "cannot expand shape ", shape(), " to ", target, " (dim ", i, ": ", have,
-           " is not 1)");
+      fail("expand", "cannot expand shape ", shape(), " to ", target, " (dim ", i, ": ", have, " is not 1)");
     }
   }
   Tensor out = make_view(*this, target, st, storage_offset());

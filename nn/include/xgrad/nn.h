@@ -13,14 +13,14 @@
 //   loss.h         CrossEntropyLoss, MSELoss
 //   clip_grad.h    nn::utils::clip_grad_norm_, clip_grad_value_
 #pragma once
-#include "xgrad/nn/module.h"
-#include "xgrad/nn/containers.h"
-#include "xgrad/nn/init.h"
-#include "xgrad/nn/linear.h"
-#include "xgrad/nn/layers.h"
 #include "xgrad/nn/attention.h"
-#include "xgrad/nn/transformer.h"
-#include "xgrad/nn/sampling.h"
-#include "xgrad/nn/gpt.h"
-#include "xgrad/nn/loss.h"
 #include "xgrad/nn/clip_grad.h"
+#include "xgrad/nn/containers.h"
+#include "xgrad/nn/gpt.h"
+#include "xgrad/nn/init.h"
+#include "xgrad/nn/layers.h"
+#include "xgrad/nn/linear.h"
+#include "xgrad/nn/loss.h"
+#include "xgrad/nn/module.h"
+#include "xgrad/nn/sampling.h"
+#include "xgrad/nn/transformer.h"

@@ -2,7 +2,7 @@
 // torch.optim. Included by <xgrad/xgrad.h>. (Gradient clipping is torch.nn.utils's, so it
 // is in <xgrad/nn/clip_grad.h>.)
 #pragma once
-#include "xgrad/optim/optimizer.h"
-#include "xgrad/optim/sgd.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/optim/lr_scheduler.h"
+#include "xgrad/optim/optimizer.h"
+#include "xgrad/optim/sgd.h"

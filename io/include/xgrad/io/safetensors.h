@@ -61,8 +61,7 @@ struct SafetensorsFile {
 // be "__metadata__"; `metadata` must not use keys starting with "xgrad_" (the checksums are
 // added). Any tensor
 // layout is accepted (non-contiguous ones are copied while writing).
-void save_safetensors(const fs::path& path, const NamedTensors& tensors,
-                      const Metadata& metadata = {});
+void save_safetensors(const fs::path& path, const NamedTensors& tensors, const Metadata& metadata = {});
 
 // Reads and validates the whole file; every problem (too short, header length past the end,
 // invalid JSON, unknown dtype, offsets out of range / overlapping / not matching the shape,
@@ -83,7 +82,5 @@ inline void save(const io::NamedTensors& tensors, const std::filesystem::path& p
                  const io::Metadata& metadata = {}) {
   io::save_safetensors(path, tensors, metadata);
 }
-inline io::SafetensorsFile load(const std::filesystem::path& path) {
-  return io::load_safetensors(path);
-}
+inline io::SafetensorsFile load(const std::filesystem::path& path) { return io::load_safetensors(path); }
 }  // namespace xgrad

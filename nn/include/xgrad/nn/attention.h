@@ -36,8 +36,7 @@ class SelfAttention : public Module {
 
 class CausalAttention : public Module {
  public:
-  CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                  bool qkv_bias = false);
+  CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, bool qkv_bias = false);
   Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, d_out)
   std::string name() const override { return "CausalAttention"; }
 
@@ -67,8 +66,8 @@ struct LayerKVCache {
 
 class MultiHeadAttention : public Module {
  public:
-  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                     int64_t num_heads, bool qkv_bias = false);
+  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout, int64_t num_heads,
+                     bool qkv_bias = false);
   Tensor forward(const Tensor& x) override;  // (b, T, d_in) -> (b, T, d_out)
   // The same for x's tokens following the cache.size() tokens in `cache` (the book's KV
   // cache, ch04/03_kv-cache): their keys and values are appended to the cache, their queries

@@ -1,6 +1,6 @@
 // xgrad/nn/clip_grad.h: gradient clipping, as torch.nn.utils.clip_grad_norm_ and
-// clip_grad_value_ (torch/nn/utils/clip_grad.py; here in the nn layer, like torch's). Parameters without a gradient are skipped; gradients are modified in
-// place (their version counters are bumped).
+// clip_grad_value_ (torch/nn/utils/clip_grad.py; here in the nn layer, like torch's). Parameters without a
+// gradient are skipped; gradients are modified in place (their version counters are bumped).
 //
 //   double norm = xgrad::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
 #pragma once
@@ -15,8 +15,8 @@ namespace xgrad::nn::utils {
 // Like torch 1.13, a non-finite total norm still scales the gradients (a NaN norm makes
 // every gradient NaN; an infinite one zeroes the finite entries) unless error_if_nonfinite,
 // which throws xgrad::Error instead and leaves the gradients untouched. No gradients: 0.
-double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
-                       double norm_type = 2.0, bool error_if_nonfinite = false);
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 

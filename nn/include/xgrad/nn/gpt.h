@@ -67,8 +67,8 @@ class GPTModel : public Module {
   // context_length tokens (one full forward per token from then on, like the recompute).
   // `on_logits`, when given, sees each step's (b, vocab) logits before sampling.
   Tensor generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts = {});
-  Tensor generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts,
-                  Generator& gen, const std::function<void(const Tensor&)>& on_logits = {});
+  Tensor generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts, Generator& gen,
+                  const std::function<void(const Tensor&)>& on_logits = {});
 
   GPTConfig cfg;
   ModuleHolder<Embedding> tok_emb;

@@ -18,20 +18,14 @@ class CrossEntropyLoss : public Module {
   Tensor forward(const Tensor& input, const Tensor& target) const {
     return xgrad::cross_entropy(input, target, options);
   }
-  Tensor operator()(const Tensor& logits, const Tensor& targets) const {
-    return forward(logits, targets);
-  }
+  Tensor operator()(const Tensor& logits, const Tensor& targets) const { return forward(logits, targets); }
   CrossEntropyOptions options;
 };
 
 class MSELoss : public Module {
  public:
-  Tensor forward(const Tensor& input, const Tensor& target) const {
-    return xgrad::mse_loss(input, target);
-  }
-  Tensor operator()(const Tensor& input, const Tensor& target) const {
-    return forward(input, target);
-  }
+  Tensor forward(const Tensor& input, const Tensor& target) const { return xgrad::mse_loss(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
 };
 
 }  // namespace xgrad::nn

@@ -151,7 +151,8 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const char* what, const std::string& name) const;
-  template <class F> void visit(const std::string& prefix, F&& f, bool dedup = true) const;
+  template <class F>
+  void visit(const std::string& prefix, F&& f, bool dedup = true) const;
 
   struct Buffer {
     std::string name;
@@ -191,6 +192,5 @@ std::string repr_float(double value);
 namespace xgrad {
 // torch.save(model.state_dict(), path) in safetensors, atomically (xgrad/io/safetensors.h);
 // read back with model.load_state_dict(path) or xgrad::load(path).
-void save(const nn::StateDict& state, const std::filesystem::path& path,
-          const io::Metadata& metadata = {});
+void save(const nn::StateDict& state, const std::filesystem::path& path, const io::Metadata& metadata = {});
 }  // namespace xgrad

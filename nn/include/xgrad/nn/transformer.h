@@ -28,7 +28,7 @@ struct GPTConfig {
   int64_t n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;
-  bool tie_weights = false;       // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
+  bool tie_weights = false;  // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
 
   // Every field once, by name, in declaration order: f("vocab_size", &GPTConfig::vocab_size),
   // ... What saves, loads, compares or prints a config walks this list, so a new field is

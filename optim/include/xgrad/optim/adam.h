@@ -58,10 +58,10 @@ struct AdamWOptions {
 };
 
 struct AdamParamState {
-  int64_t step = 0;        // steps taken by this parameter
-  Tensor exp_avg;          // first moment; undefined until the first step
-  Tensor exp_avg_sq;       // second moment
-  Tensor max_exp_avg_sq;   // amsgrad only
+  int64_t step = 0;       // steps taken by this parameter
+  Tensor exp_avg;         // first moment; undefined until the first step
+  Tensor exp_avg_sq;      // second moment
+  Tensor max_exp_avg_sq;  // amsgrad only
 };
 
 // torch.optim.Adam, and (through AdamW below) torch.optim.AdamW: one implementation, all of
@@ -79,12 +79,10 @@ class Adam : public OptimizerBase<AdamOptions, AdamParamState> {
   Adam(std::vector<ParamGroup> groups, AdamOptions defaults, bool decoupled);
   void validate(const AdamOptions& o) const override;
   std::map<std::string, double> options_to_map(const AdamOptions& o) const override;
-  AdamOptions options_from_map(const std::map<std::string, double>& m,
-                               const char* op) const override;
+  AdamOptions options_from_map(const std::map<std::string, double>& m, const char* op) const override;
   std::map<std::string, Tensor> state_to_map(const AdamParamState& s) const override;
   AdamParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                                const AdamOptions& options, int64_t index,
-                                const char* op) const override;
+                                const AdamOptions& options, int64_t index, const char* op) const override;
 
  private:
   bool decoupled_ = false;

@@ -27,7 +27,7 @@ class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
 
-  void step();                               // ++last_epoch, then set the groups' lrs
+  void step();  // ++last_epoch, then set the groups' lrs
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   int64_t last_epoch() const { return last_epoch_; }

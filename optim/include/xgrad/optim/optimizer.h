@@ -44,7 +44,7 @@ struct ParamGroupState {
 };
 
 struct OptimizerState {
-  std::string type;                          // "SGD", "Adam", "AdamW"
+  std::string type;  // "SGD", "Adam", "AdamW"
   std::vector<ParamGroupState> param_groups;
   // Per-parameter state by flat index, e.g. {"step", "exp_avg", "exp_avg_sq"} for Adam
   // ("step" is a 0-d float32 tensor, as in torch: exact up to 2^24 steps) or
@@ -82,7 +82,7 @@ class Optimizer {
   std::vector<Tensor> parameters() const;  // every group's, in the flat order
   virtual double lr(std::size_t group) const = 0;
   virtual void set_lr(std::size_t group, double lr) = 0;  // throws for a negative lr
-  void set_lr(double lr);                                // every group
+  void set_lr(double lr);                                 // every group
 
   // Copies of the step counts, moments and options; load_state_dict checks everything
   // (type, group and parameter counts, option names and values, state names, shapes) before
@@ -156,8 +156,7 @@ class OptimizerBase : public Optimizer {
   virtual std::map<std::string, double> options_to_map(const Options& options) const = 0;
   // Reads every option from `m`; throws "<op>: ..." for a missing or unknown name or a bool
   // that is not 0/1. Does not validate the values (load_state_dict calls validate()).
-  virtual Options options_from_map(const std::map<std::string, double>& m,
-                                   const char* op) const = 0;
+  virtual Options options_from_map(const std::map<std::string, double>& m, const char* op) const = 0;
   // The state as named tensors (copies); empty map for "no state yet".
   virtual std::map<std::string, Tensor> state_to_map(const State& state) const = 0;
   // Builds a state from named tensors (copies, in the parameter's dtype); throws "<op>: ..."
@@ -191,8 +190,8 @@ void check_known_options(const char* optimizer, const std::map<std::string, doub
                          std::initializer_list<const char*> known);
 // state_from_map helpers: the tensor `key` of param `index` with the parameter's shape
 // (throws naming both shapes), and the unknown-name check.
-Tensor state_tensor(const char* optimizer, const std::map<std::string, Tensor>& m,
-                    const char* key, const Tensor& param, int64_t index);
+Tensor state_tensor(const char* optimizer, const std::map<std::string, Tensor>& m, const char* key,
+                    const Tensor& param, int64_t index);
 void check_known_state(const char* optimizer, const std::map<std::string, Tensor>& m,
                        std::initializer_list<const char*> known, int64_t index);
 }  // namespace detail
@@ -282,9 +281,9 @@ void OptimizerBase<O, S>::check_step() const {
       detail::check_contiguous(name(), params[i], g, i);
       const Tensor grad = params[i].grad();
       if (grad.defined() && (grad.shape() != params[i].shape() || grad.dtype() != params[i].dtype()))
-        fail(name(), "the gradient of parameter ", i, " of param group ", g, " has shape ",
-             grad.shape(), " (", dtype_name(grad.dtype()), ") but the parameter has shape ",
-             params[i].shape(), " (", dtype_name(params[i].dtype()), ")");
+        fail(name(), "the gradient of parameter ", i, " of param group ", g, " has shape ", grad.shape(),
+             " (", dtype_name(grad.dtype()), ") but the parameter has shape ", params[i].shape(), " (",
+             dtype_name(params[i].dtype()), ")");
     }
   }
 }
@@ -311,11 +310,11 @@ template <class O, class S>
 void OptimizerBase<O, S>::load_state_dict(const OptimizerState& sd) {
   const std::string op = std::string(name()) + ".load_state_dict";
   if (sd.type != name())
-    fail(op.c_str(), "state dict from ", sd.type.empty() ? "an unnamed optimizer" : sd.type,
-         " loaded into ", name());
+    fail(op.c_str(), "state dict from ", sd.type.empty() ? "an unnamed optimizer" : sd.type, " loaded into ",
+         name());
   if (sd.param_groups.size() != groups_.size())
-    fail(op.c_str(), "the state dict has ", sd.param_groups.size(),
-         " param groups but the optimizer has ", groups_.size());
+    fail(op.c_str(), "the state dict has ", sd.param_groups.size(), " param groups but the optimizer has ",
+         groups_.size());
 
   // saved parameter index -> (group, position), as torch zips saved ids with current params
   std::map<int64_t, std::pair<std::size_t, std::size_t>> where;

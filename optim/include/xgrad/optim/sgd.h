@@ -60,12 +60,10 @@ class SGD : public OptimizerBase<SGDOptions, SGDParamState> {
  protected:
   void validate(const SGDOptions& o) const override;
   std::map<std::string, double> options_to_map(const SGDOptions& o) const override;
-  SGDOptions options_from_map(const std::map<std::string, double>& m,
-                                const char* op) const override;
+  SGDOptions options_from_map(const std::map<std::string, double>& m, const char* op) const override;
   std::map<std::string, Tensor> state_to_map(const SGDParamState& s) const override;
   SGDParamState state_from_map(const std::map<std::string, Tensor>& m, const Tensor& param,
-                               const SGDOptions& options, int64_t index,
-                                const char* op) const override;
+                               const SGDOptions& options, int64_t index, const char* op) const override;
 };
 
 }  // namespace xgrad::optim

