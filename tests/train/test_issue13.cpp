@@ -23,29 +23,13 @@ using train_test::slurp;
 using train_test::spit;
 using train_test::TempDir;
 
+using train_test::RunResult;
+
 namespace {
 
-std::string corpus_text() {
-  std::string s;
-  for (int i = 0; i < 60; ++i) s += "Call me Ishmael. Some years ago, never mind how long.\n";
-  return s;
-}
+std::string corpus_text() { return train_test::ishmael_corpus(); }
 
-struct RunResult {
-  int code;
-  std::string out;  // stdout + stderr
-};
-
-RunResult run(const std::vector<std::string>& args) {
-  std::vector<std::string> a = {"train_lm"};
-  a.insert(a.end(), args.begin(), args.end());
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = run_cli(a);
-  std::string out = ::testing::internal::GetCapturedStdout();
-  out += ::testing::internal::GetCapturedStderr();
-  return {code, out};
-}
+RunResult run(const std::vector<std::string>& args) { return train_test::run_captured(args); }
 
 std::vector<std::string> train_args(const TempDir& tmp, std::initializer_list<std::string> extra,
                                     const std::string& ck = "ck") {

@@ -17,13 +17,11 @@
 using namespace train_lm;
 using train_test::TempDir;
 
+using train_test::RunResult;
+
 namespace {
 
-std::string corpus_text() {
-  std::string s;
-  for (int i = 0; i < 60; ++i) s += "Call me Ishmael. Some years ago, never mind how long.\n";
-  return s;
-}
+std::string corpus_text() { return train_test::ishmael_corpus(); }
 
 TrainOptions options(const fs::path& dir, int64_t batch, int64_t accum) {
   TrainOptions o;
@@ -92,21 +90,7 @@ TEST(GradAccum, MicroBatchesGiveTheStepOfOneLargeBatch) {
   EXPECT_GT(max_rel_diff(one.model().tok_emb->weight, big.model().tok_emb->weight), 1e-3);
 }
 
-struct RunResult {
-  int code;
-  std::string out;
-};
-
-RunResult run(const std::vector<std::string>& args) {
-  std::vector<std::string> a = {"train_lm"};
-  a.insert(a.end(), args.begin(), args.end());
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = run_cli(a);
-  std::string out = ::testing::internal::GetCapturedStdout();
-  out += ::testing::internal::GetCapturedStderr();
-  return {code, out};
-}
+RunResult run(const std::vector<std::string>& args) { return train_test::run_captured(args); }
 
 TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   spdlog::set_level(spdlog::level::info);

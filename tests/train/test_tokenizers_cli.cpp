@@ -33,11 +33,7 @@ std::pair<int, std::string> tokenize(std::vector<std::string> a) {
   return {code, ::testing::internal::GetCapturedStdout()};
 }
 
-std::string corpus_text() {
-  std::string s;
-  for (int i = 0; i < 60; ++i) s += "Call me Ishmael. Some years ago, never mind how long.\n";
-  return s;
-}
+std::string corpus_text() { return train_test::ishmael_corpus(); }
 
 std::vector<std::string> tiny_train(const TempDir& tmp, std::vector<std::string> extra) {
   std::vector<std::string> a = {"train",
