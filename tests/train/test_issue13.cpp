@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "cli_capture.h"
 #include "progress.h"
 #include "train_test_util.h"
 #include "trainer.h"

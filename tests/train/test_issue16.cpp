@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "cli_capture.h"
 #include "train_test_util.h"
 #include "trainer.h"
 #include "xgrad/xgrad.h"

@@ -11,28 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "xgrad/error.h"
 
 namespace train_test {
 
 namespace fs = std::filesystem;
-
-// What `train_lm <args...>` exits with and prints (stdout, then stderr), run in-process.
-struct RunResult {
-  int code;
-  std::string out;
-};
-inline RunResult run_captured(const std::vector<std::string>& args) {
-  std::vector<std::string> a = {"train_lm"};
-  a.insert(a.end(), args.begin(), args.end());
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = train_lm::run_cli(a);
-  std::string out = ::testing::internal::GetCapturedStdout();
-  out += ::testing::internal::GetCapturedStderr();
-  return {code, out};
-}
 
 // A small corpus: one sentence, 60 times.
 inline std::string ishmael_corpus() {
