@@ -431,58 +431,43 @@ Tensor split_among_ties(const Tensor& x, const Tensor& value_keep, const Tensor&
   const Tensor count = sum_values(hit, mask, value_keep.shape());
   return mul(hit, div(dout_keep, count));
 }
+
+// The largest (MaxOp) or smallest (MinOp) element of each slice reduced by `mask`, shaped
+// `out_shape`, recorded as `node`: in the forward pass out = that element, so the gradient
+// goes to it, split evenly among ties (torch's evenly_distribute_backward / amax backward).
+template <template <class> class Op>
+Tensor extreme_reduction(const char* op, const char* node, const Tensor& a, const std::vector<bool>& mask,
+                         const Shape& out_shape) {
+  Tensor out = extreme_values<Op>(op, a, mask, out_shape);
+  return record(node, out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
+    const Shape keep = reduced_shape(as.get().shape(), mask, true);
+    grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
+  });
+}
 }  // namespace
 
 Tensor max(const Tensor& a) {
   profiler::RecordFunction rec("max");
-  const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("max", "expected a non-empty tensor, got shape ", a.shape());
-  Tensor out = extreme_values<MaxOp>("max", a, mask, {});
-  return record(
-      "MaxBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-        // in the forward pass out = the largest element, so its gradient goes there (split on ties)
-        const Shape keep = reduced_shape(as.get().shape(), mask, true);
-        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-      });
+  return extreme_reduction<MaxOp>("max", "MaxBackward1", a, std::vector<bool>(a.dim(), true), {});
 }
 
 Tensor min(const Tensor& a) {
   profiler::RecordFunction rec("min");
-  const std::vector<bool> mask(a.dim(), true);
   if (a.numel() == 0) fail("min", "expected a non-empty tensor, got shape ", a.shape());
-  Tensor out = extreme_values<MinOp>("min", a, mask, {});
-  return record(
-      "MinBackward1", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-        // in the forward pass out = the smallest element, so its gradient goes there (split on ties)
-        const Shape keep = reduced_shape(as.get().shape(), mask, true);
-        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-      });
+  return extreme_reduction<MinOp>("min", "MinBackward1", a, std::vector<bool>(a.dim(), true), {});
 }
 
 Tensor amax(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("amax");
   const std::vector<bool> mask = reduced_mask("amax", a.shape(), dims);
-  Tensor out = extreme_values<MaxOp>("amax", a, mask, reduced_shape(a.shape(), mask, keepdim));
-  return record(
-      "AmaxBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-        // in the forward pass out = the largest element of each slice: the gradient is split
-        // evenly among the elements equal to it
-        const Shape keep = reduced_shape(as.get().shape(), mask, true);
-        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-      });
+  return extreme_reduction<MaxOp>("amax", "AmaxBackward0", a, mask, reduced_shape(a.shape(), mask, keepdim));
 }
 
 Tensor amin(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("amin");
   const std::vector<bool> mask = reduced_mask("amin", a.shape(), dims);
-  Tensor out = extreme_values<MinOp>("amin", a, mask, reduced_shape(a.shape(), mask, keepdim));
-  return record(
-      "AminBackward0", out, {a}, [as = save(a), outs = save(out), mask](const Tensor& dout, Grads& grads) {
-        // in the forward pass out = the smallest element of each slice: the gradient is split
-        // evenly among the elements equal to it
-        const Shape keep = reduced_shape(as.get().shape(), mask, true);
-        grads.add(0, split_among_ties(as.get(), outs.get().reshape(keep), dout.reshape(keep), mask));
-      });
+  return extreme_reduction<MinOp>("amin", "AminBackward0", a, mask, reduced_shape(a.shape(), mask, keepdim));
 }
 
 Tensor max(const Tensor& a, const Tensor& other) { return maximum(a, other); }
