@@ -34,26 +34,8 @@ RunResult run(const std::vector<std::string>& args) { return train_test::run_cap
 
 std::vector<std::string> train_args(const TempDir& tmp, std::initializer_list<std::string> extra,
                                     const std::string& ck = "ck") {
-  std::vector<std::string> a = {"train",
-                                "--data",
-                                (tmp / "corpus.txt").string(),
-                                "--checkpoint-dir",
-                                (tmp / ck).string(),
-                                "--context-length",
-                                "8",
-                                "--emb-dim",
-                                "16",
-                                "--n-heads",
-                                "2",
-                                "--n-layers",
-                                "1",
-                                "--batch-size",
-                                "4",
-                                "--eval-iters",
-                                "2",
-                                "--sample-length",
-                                "10",
-                                "--no-progress"};
+  std::vector<std::string> a = train_test::tiny_train_args(
+      tmp / "corpus.txt", tmp / ck, {"--batch-size", "4", "--eval-iters", "2", "--sample-length", "10"});
   a.insert(a.end(), extra);
   return a;
 }

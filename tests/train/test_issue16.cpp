@@ -98,37 +98,10 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   TempDir tmp;
   train_test::spit(tmp / "corpus.txt", corpus_text());
   const std::string ck = (tmp / "ck").string();
-  RunResult r = run({"train",
-                     "--data",
-                     (tmp / "corpus.txt").string(),
-                     "--checkpoint-dir",
-                     ck,
-                     "--context-length",
-                     "8",
-                     "--emb-dim",
-                     "16",
-                     "--n-heads",
-                     "2",
-                     "--n-layers",
-                     "1",
-                     "--batch-size",
-                     "2",
-                     "--grad-accum",
-                     "3",
-                     "--tie-weights",
-                     "--steps",
-                     "4",
-                     "--warmup",
-                     "1",
-                     "--eval-interval",
-                     "2",
-                     "--eval-iters",
-                     "1",
-                     "--sample-length",
-                     "5",
-                     "--no-progress",
-                     "--seed",
-                     "3"});
+  RunResult r = run(train_test::tiny_train_args(
+      tmp / "corpus.txt", ck,
+      {"--batch-size", "2", "--grad-accum", "3", "--tie-weights", "--steps", "4", "--warmup", "1",
+       "--eval-interval", "2", "--eval-iters", "1", "--sample-length", "5", "--seed", "3"}));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("batch 2 x 3 micro-batches"), std::string::npos) << r.out;
   auto files = load_checkpoint_files(ck);
@@ -160,32 +133,9 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   }
   // --profile N: the op table and a Chrome trace that parses
   const std::string ck2 = (tmp / "ck2").string();
-  r = run({"train",
-           "--data",
-           (tmp / "corpus.txt").string(),
-           "--checkpoint-dir",
-           ck2,
-           "--context-length",
-           "8",
-           "--emb-dim",
-           "16",
-           "--n-heads",
-           "2",
-           "--n-layers",
-           "1",
-           "--batch-size",
-           "2",
-           "--steps",
-           "3",
-           "--warmup",
-           "1",
-           "--eval-iters",
-           "1",
-           "--sample-length",
-           "0",
-           "--no-progress",
-           "--profile",
-           "2"});
+  r = run(train_test::tiny_train_args(tmp / "corpus.txt", ck2,
+                                      {"--batch-size", "2", "--steps", "3", "--warmup", "1", "--eval-iters",
+                                       "1", "--sample-length", "0", "--profile", "2"}));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("profile of 2 steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;

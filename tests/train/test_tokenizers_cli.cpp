@@ -36,30 +36,10 @@ std::pair<int, std::string> tokenize(std::vector<std::string> a) {
 std::string corpus_text() { return train_test::ishmael_corpus(); }
 
 std::vector<std::string> tiny_train(const TempDir& tmp, std::vector<std::string> extra) {
-  std::vector<std::string> a = {"train",
-                                "--data",
-                                (tmp / "corpus.txt").string(),
-                                "--checkpoint-dir",
-                                (tmp / "ck").string(),
-                                "--context-length",
-                                "8",
-                                "--emb-dim",
-                                "16",
-                                "--n-heads",
-                                "2",
-                                "--n-layers",
-                                "1",
-                                "--batch-size",
-                                "4",
-                                "--eval-iters",
-                                "2",
-                                "--sample-length",
-                                "4",
-                                "--steps",
-                                "4",
-                                "--eval-interval",
-                                "2",
-                                "--no-progress"};
+  std::vector<std::string> a =
+      train_test::tiny_train_args(tmp / "corpus.txt", tmp / "ck",
+                                  {"--batch-size", "4", "--eval-iters", "2", "--sample-length", "4",
+                                   "--steps", "4", "--eval-interval", "2"});
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }

@@ -17,6 +17,28 @@ namespace train_test {
 
 namespace fs = std::filesystem;
 
+// `train_lm train` on `data` into `checkpoint_dir` with the tests' tiny model (context 8,
+// emb 16, 2 heads, 1 layer) and no progress bar, then `extra` (each flag at most once).
+inline std::vector<std::string> tiny_train_args(const fs::path& data, const fs::path& checkpoint_dir,
+                                                const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                "--data",
+                                data.string(),
+                                "--checkpoint-dir",
+                                checkpoint_dir.string(),
+                                "--context-length",
+                                "8",
+                                "--emb-dim",
+                                "16",
+                                "--n-heads",
+                                "2",
+                                "--n-layers",
+                                "1",
+                                "--no-progress"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 // A small corpus: one sentence, 60 times.
 inline std::string ishmael_corpus() {
   std::string s;
