@@ -96,10 +96,3 @@ fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& me
                          bool try_gnuplot = true);
 
 }  // namespace xgrad_examples
-
-namespace train_lm {
-using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, format_* for the trainer
-// The library's file helpers (atomic writes, read_file, CRC-32, base64: xgrad/io/file.h).
-namespace fs = std::filesystem;
-using namespace xgrad::io;
-}  // namespace train_lm

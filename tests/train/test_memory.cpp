@@ -6,7 +6,7 @@
 
 #include "memory.h"
 #include "train_test_util.h"
-#include "trainer.h"
+#include "train.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;

@@ -9,7 +9,7 @@
 
 #include "core/fixture_reader.h"
 #include "train_test_util.h"
-#include "trainer.h"
+#include "train.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;
@@ -17,6 +17,7 @@ using train_test::expect_error;
 using train_test::slurp;
 using train_test::spit;
 using train_test::TempDir;
+using train_test::load_checkpoint_files;
 using xgrad::Tensor;
 
 namespace {
@@ -110,12 +111,12 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   ASSERT_EQ(a.step(), 5);
   auto ck = load_checkpoint_files(o.checkpoint_dir);
   EXPECT_EQ(ck.dir.filename(), "step_00000005");
-  EXPECT_TRUE(ck.model.checksum_verified);
-  EXPECT_TRUE(ck.model.contains("tok_emb.weight"));
-  EXPECT_TRUE(ck.model.contains("trf_blocks.0.att.W_query.weight"));
-  EXPECT_TRUE(ck.train_state.contains("optim.trf_blocks.0.att.W_query.weight.exp_avg"));
-  EXPECT_TRUE(ck.train_state.contains("optim.tok_emb.weight.exp_avg_sq"));
-  EXPECT_EQ(ck.train_state.metadata.at("step"), "5");
+  EXPECT_TRUE(ck.at(kModelFile).checksum_verified);
+  EXPECT_TRUE(ck.at(kModelFile).contains("tok_emb.weight"));
+  EXPECT_TRUE(ck.at(kModelFile).contains("trf_blocks.0.att.W_query.weight"));
+  EXPECT_TRUE(ck.at(kTrainStateFile).contains("optim.trf_blocks.0.att.W_query.weight.exp_avg"));
+  EXPECT_TRUE(ck.at(kTrainStateFile).contains("optim.tok_emb.weight.exp_avg_sq"));
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("step"), "5");
 
   Trainer b(o, corpus());  // fresh weights: differ from a's
   b.load(ck);
@@ -191,7 +192,7 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
 
   // a model tensor with the wrong shape (checksums are fine: the file is "valid")
   auto bad = ck;
-  for (auto& [name, t] : bad.model.tensors)
+  for (auto& [name, t] : bad.at(kModelFile).tensors)
     if (name == "out_head.weight") t = xgrad::zeros({3, 3});
   Trainer m(o, corpus());
   auto before = m.model().state_dict().clone();
@@ -201,7 +202,7 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
 
   // optimizer moments of the wrong shape: the model is restored too
   auto bad2 = ck;
-  for (auto& [name, t] : bad2.train_state.tensors)
+  for (auto& [name, t] : bad2.at(kTrainStateFile).tensors)
     if (name == "optim.out_head.weight.exp_avg") t = xgrad::zeros({2});
   expect_error([&] { m.load(bad2); }, {"optimizer state does not fit"});
   for (const auto& [name, t] : before)
@@ -209,10 +210,10 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
   EXPECT_EQ(m.step(), 0);
 
   auto bad3 = ck;
-  bad3.train_state.metadata["format_version"] = "99";
+  bad3.at(kTrainStateFile).metadata["format_version"] = "99";
   expect_error([&] { m.load(bad3); }, {"format_version 99"});
   auto bad4 = ck;
-  bad4.train_state.metadata.erase("rng.default");
+  bad4.at(kTrainStateFile).metadata.erase("rng.default");
   expect_error([&] { m.load(bad4); }, {"rng.default"});
 }
 
@@ -247,14 +248,14 @@ TEST_F(TrainerTest, CorpusErrors) {
 TEST_F(TrainerTest, TorchCheckpointGivesTorchLogits) {
   // tests/fixtures/gen_safetensors.py saved a torch GPTModel's state_dict with train_lm metadata
   auto ck = load_checkpoint_files(XGRAD_FIXTURES_DIR "/gpt_tiny", /*need_train_state=*/false);
-  EXPECT_FALSE(ck.model.checksum_verified);
-  GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.model.metadata.at("config")));
-  auto tok = CharTokenizer::from_json(ck.model.metadata.at("vocab"));
+  EXPECT_FALSE(ck.at(kModelFile).checksum_verified);
+  GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.at(kModelFile).metadata.at("config")));
+  auto tok = CharTokenizer::from_json(ck.at(kModelFile).metadata.at("vocab"));
   EXPECT_EQ(tok.vocab_size(), cfg.vocab_size);
   EXPECT_EQ(tok.decode(tok.encode("Ishmaelé")), "Ishmaelé");
   xgrad::nn::GPTModel model(cfg);
   xgrad::nn::StateDict sd;
-  for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
+  for (const auto& [name, t] : ck.at(kModelFile).tensors) sd.insert(name, t);
   model.load_state_dict(sd);
   model.eval();
   auto fx = xgrad::testing::read_fixture(XGRAD_FIXTURES_DIR "/gpt_tiny.txt");
