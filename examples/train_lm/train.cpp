@@ -63,6 +63,47 @@ std::string vocab_diff(const Tokenizer& saved_tok, const Tokenizer& now_tok) {
   return "only in the checkpoint: " + only_in(*saved, *now) + "; only in the corpus: " + only_in(*now, *saved);
 }
 
+// Checkpoints of format_version 1 and 2 saved AdamW's state by parameter name: tensors
+// "optim.<param>.<key>" and metadata "optimizer" = {"type", "param_groups": [{"options",
+// "params": [names]}]}. The flat index of a name is its place in the Trainer's groups
+// (matrices first, then the rest, each in named_parameters() order).
+optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, const nn::Module& model,
+                                             const std::string& file) {
+  std::map<std::string, int64_t> index_of;
+  const auto named = model.named_parameters();
+  for (bool matrices : {true, false})
+    for (const auto& [name, p] : named)
+      if ((p.dim() >= 2) == matrices) index_of.emplace(name, static_cast<int64_t>(index_of.size()));
+  auto index = [&](const std::string& name, const char* what) {
+    auto it = index_of.find(name);
+    if (it == index_of.end()) xgrad::fail("checkpoint", file, ": ", what, name, "', which this model does not have");
+    return it->second;
+  };
+  optim::OptimizerState os;
+  try {
+    auto it = state.metadata.find("optimizer");
+    if (it == state.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no 'optimizer'");
+    const nlohmann::json oj = nlohmann::json::parse(it->second);
+    os.type = oj.at("type").get<std::string>();
+    for (const auto& g : oj.at("param_groups")) {
+      optim::ParamGroupState pg;
+      pg.options = g.at("options").get<std::map<std::string, double>>();
+      for (const auto& name : g.at("params"))
+        pg.params.push_back(index(name.get<std::string>(), "the optimizer state names parameter '"));
+      os.param_groups.push_back(std::move(pg));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    xgrad::fail("checkpoint", file, ": metadata 'optimizer' is malformed (", e.what(), ")");
+  }
+  for (const auto& [name, t] : state.tensors) {
+    const auto dot = name.rfind('.');
+    if (name.rfind("optim.", 0) != 0 || dot == std::string::npos || dot <= 6)
+      xgrad::fail("checkpoint", file, ": unexpected tensor '", name, "'");
+    os.state[index(name.substr(6, dot - 6), "tensor for parameter '")][name.substr(dot + 1)] = t;
+  }
+  return os;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- data
@@ -164,12 +205,7 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 
   // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
   std::vector<Tensor> decay, no_decay;
-  std::vector<std::string> no_decay_names;
-  for (auto& [name, p] : model_->named_parameters()) {
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-    (p.dim() >= 2 ? opt_param_names_ : no_decay_names).push_back(name);
-  }
-  opt_param_names_.insert(opt_param_names_.end(), no_decay_names.begin(), no_decay_names.end());
+  for (const auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   optim::AdamWOptions base{
       .lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .eps = 1e-8, .weight_decay = o_.weight_decay, .amsgrad = false};
   optim::AdamWOptions nd = base;
@@ -183,52 +219,35 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 }
 
 // ---------------------------------------------------------------- save and resume
-// The optimizer's state_dict() with parameter names instead of flat indices, so a checkpoint
-// says which tensor belongs to which weight: "optim.<param>.<key>" tensors, and the groups'
-// options and parameter names in the metadata.
-io::NamedTensors Trainer::optimizer_tensors() const {
-  io::NamedTensors out;
-  for (const auto& [index, entries] : opt_->state_dict().state)
-    for (const auto& [key, t] : entries)
-      out.emplace_back("optim." + opt_param_names_.at(static_cast<std::size_t>(index)) + "." + key, t);
-  return out;
-}
-
 fs::path Trainer::save() {
-  const optim::OptimizerState os = opt_->state_dict();
-  nlohmann::json groups = nlohmann::json::array();
-  for (const auto& g : os.param_groups) {
-    nlohmann::json names = nlohmann::json::array();
-    for (int64_t i : g.params) names.push_back(opt_param_names_.at(static_cast<std::size_t>(i)));
-    groups.push_back({{"options", g.options}, {"params", names}});
-  }
   char elapsed[32];
   std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
   const std::string config = to_json(o_.model).dump(), vocab = corpus_.tokenizer->to_json();
   const nn::StateDict model = model_->state_dict();
   io::Metadata model_meta = {
       {"format", "pt"}, {"producer", kFormat}, {"config", config}, {"vocab", vocab}, {"step", std::to_string(step_)}};
-  io::Metadata state_meta = {
-      {"format", kFormat},
-      {"format_version", std::to_string(kCheckpointFormatVersion)},
-      {"config", config},
-      {"train_options", train_options_to_json(o_).dump()},
-      {"vocab", vocab},
-      {"step", std::to_string(step_)},
-      {"tokens_seen", std::to_string(tokens_seen_)},
-      {"elapsed_s", elapsed},
-      {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
-      {"rng.batches", io::base64_encode(train_batches_.generator().get_state())},
-      {"optimizer", nlohmann::json{{"type", os.type}, {"param_groups", groups}}.dump()},
-      {"scheduler", nlohmann::json{{"type", "WarmupCosineLR"},
-                                   {"last_epoch", sched_->last_epoch()},
-                                   {"warmup_iters", o_.warmup},
-                                   {"lr_decay_iters", o_.steps},
-                                   {"min_lr", o_.min_lr}}
-                        .dump()}};
+  // the optimizer's state_dict in its own layout (xgrad::save(opt.state_dict(), path)), plus
+  // what resuming needs
+  io::SafetensorsFile state = opt_->state_dict().to_safetensors(
+      {{"format", kFormat},
+       {"format_version", std::to_string(kCheckpointFormatVersion)},
+       {"config", config},
+       {"train_options", train_options_to_json(o_).dump()},
+       {"vocab", vocab},
+       {"step", std::to_string(step_)},
+       {"tokens_seen", std::to_string(tokens_seen_)},
+       {"elapsed_s", elapsed},
+       {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
+       {"rng.batches", io::base64_encode(train_batches_.generator().get_state())},
+       {"scheduler", nlohmann::json{{"type", "WarmupCosineLR"},
+                                    {"last_epoch", sched_->last_epoch()},
+                                    {"warmup_iters", o_.warmup},
+                                    {"lr_decay_iters", o_.steps},
+                                    {"min_lr", o_.min_lr}}
+                         .dump()}});
   return io::save_checkpoint(o_.checkpoint_dir, step_,
                              {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
-                              {kTrainStateFile, optimizer_tensors(), std::move(state_meta)}},
+                              {kTrainStateFile, std::move(state.tensors), std::move(state.metadata)}},
                              o_.keep_checkpoints);
 }
 
@@ -260,10 +279,10 @@ void Trainer::load(const io::Checkpoint& ck) {
   if (meta("format") != kFormat)
     xgrad::fail("checkpoint", file, ": format is '", meta("format"), "', expected '", kFormat, "'");
   const std::string& version = meta("format_version");
-  if (version != "1" && version != std::to_string(kCheckpointFormatVersion))
+  if (version != "1" && version != "2" && version != std::to_string(kCheckpointFormatVersion))
     xgrad::fail("checkpoint", file, ": format_version ", version, " is not supported (this build reads versions 1 to ",
                 kCheckpointFormatVersion, ")");
-  if (version != "1")  // version 2 files are written with header checksums: both must have them
+  if (version != "1")  // from version 2 on, files are written with header checksums: both must have them
     for (const char* name : {kModelFile, kTrainStateFile})
       if (!ck.at(name).header_verified)
         xgrad::fail("checkpoint", (ck.dir / name).string(), ": format_version ", version, " but no ",
@@ -301,34 +320,8 @@ void Trainer::load(const io::Checkpoint& ck) {
       xgrad::fail("checkpoint", file, ": an RNG state has ", s->size(), " bytes, expected ",
                   xgrad::Generator::kStateSize);
 
-  // The optimizer state: groups by parameter name, tensors "optim.<param>.<key>".
-  std::map<std::string, int64_t> index_of;
-  for (std::size_t i = 0; i < opt_param_names_.size(); ++i) index_of[opt_param_names_[i]] = static_cast<int64_t>(i);
-  auto index = [&](const std::string& name, const char* what) {
-    auto it = index_of.find(name);
-    if (it == index_of.end()) xgrad::fail("checkpoint", file, ": ", what, name, "', which this model does not have");
-    return it->second;
-  };
-  optim::OptimizerState os;
-  try {
-    const nlohmann::json oj = meta_json("optimizer");
-    os.type = oj.at("type").get<std::string>();
-    for (const auto& g : oj.at("param_groups")) {
-      optim::ParamGroupState pg;
-      pg.options = g.at("options").get<std::map<std::string, double>>();
-      for (const auto& name : g.at("params"))
-        pg.params.push_back(index(name.get<std::string>(), "the optimizer state names parameter '"));
-      os.param_groups.push_back(std::move(pg));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    xgrad::fail("checkpoint", file, ": metadata 'optimizer' is malformed (", e.what(), ")");
-  }
-  for (const auto& [name, t] : state.tensors) {
-    const auto dot = name.rfind('.');
-    if (name.rfind("optim.", 0) != 0 || dot == std::string::npos || dot <= 6)
-      xgrad::fail("checkpoint", file, ": unexpected tensor '", name, "'");
-    os.state[index(name.substr(6, dot - 6), "tensor for parameter '")][name.substr(dot + 1)] = t;
-  }
+  const optim::OptimizerState os = version == "3" ? optim::OptimizerState::from(state, file)
+                                                  : legacy_optimizer_state(state, *model_, file);
 
   // 2. apply: the model (all or nothing), then the optimizer (all or nothing); if the
   // optimizer refuses, the model gets its old values back.

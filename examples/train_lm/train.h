@@ -5,7 +5,9 @@
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
 // Checkpoints are xgrad::io's step directories (xgrad/io/checkpoint.h) with two files:
 //   model.safetensors        the model's state_dict (torch names) + config and vocabulary
-//   train_state.safetensors  AdamW's state ("optim.<param>.<key>") + step, RNG states, options
+//   train_state.safetensors  AdamW's state_dict as xgrad::save(opt.state_dict(), path) writes
+//                            it, + step, RNG states, options (format_version 3; versions 1
+//                            and 2, with the state by parameter name, still load)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -29,8 +31,9 @@ using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, forma
 using xgrad::text::CharTokenizer;
 using xgrad::text::Tokenizer;
 
-// 2: both files carry xgrad_header_crc32 (required); version 1 files (data CRC only) load too.
-inline constexpr int kCheckpointFormatVersion = 2;
+// 3: the optimizer's own layout ("state.<i>.<key>"); 2: by parameter name, both files with
+// xgrad_header_crc32 (required from 2 on); 1: data CRC only. All three load.
+inline constexpr int kCheckpointFormatVersion = 3;
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 
@@ -121,7 +124,6 @@ class Trainer {
   const Tokenizer& tokenizer() const { return *corpus_.tokenizer; }
   xgrad::nn::GPTModel& model() { return *model_; }
   xgrad::optim::AdamW& optimizer() { return *opt_; }
-  xgrad::io::NamedTensors optimizer_tensors() const;  // as saved: "optim.<param>.<key>"
 
  private:
   TrainOptions o_;
@@ -130,7 +132,6 @@ class Trainer {
   std::shared_ptr<xgrad::nn::Module> forward_;  // model_, or DistributedDataParallel(model_)
   std::unique_ptr<xgrad::optim::AdamW> opt_;
   std::unique_ptr<xgrad::optim::WarmupCosineLR> sched_;
-  std::vector<std::string> opt_param_names_;  // the optimizer's flat parameter order
   BatchSampler train_batches_;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
