@@ -76,6 +76,10 @@ class MetricsLog {
 
   const std::string& note() const { return note_; }  // "" or what a resume repaired
 
+  // Renames the log of a run that failed before it saved anything to
+  // <stem>.failed-<UTC time>[-n]<ext>, so a new run can start there; returns the new name.
+  static fs::path set_aside(const fs::path& path);
+
   static std::vector<MetricsRow> read(const fs::path& path);  // throws for a malformed file
   // The rows that parse; each malformed line is counted in *dropped (the header must match).
   static std::vector<MetricsRow> read_lenient(const fs::path& path, std::size_t* dropped);

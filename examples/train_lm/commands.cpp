@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <sstream>
 
@@ -79,30 +78,6 @@ GPTConfig saved_config(const io::SafetensorsFile& f, const std::string& file, co
 int error_exit(const std::string& what, int code = 1) {
   spdlog::error("{}", what);
   return code;
-}
-
-// A metrics file left by a run that stopped before its first checkpoint (NaN loss, out of
-// memory, killed): kept under a new name so the directory can start again (issue #13).
-void set_aside_failed_metrics(const TrainOptions& o) {
-  const fs::path metrics = o.metrics_path();
-  std::error_code ec;
-  if (!fs::exists(metrics, ec)) return;
-  char stamp[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  fs::path aside = metrics;
-  aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + metrics.extension().string());
-  for (int i = 1; fs::exists(aside, ec); ++i)
-    aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + "-" + std::to_string(i) +
-                           metrics.extension().string());
-  fs::rename(metrics, aside, ec);
-  if (ec)
-    xgrad::fail("metrics", "cannot rename ", metrics.string(), " to ", aside.string(), ": ", ec.message());
-  io::fsync_dir(aside.parent_path());
-  spdlog::warn(
-      "{} holds no checkpoint: the metrics of the run that stopped before its first "
-      "checkpoint are kept as {}; starting from step 0",
-      o.checkpoint_dir, aside.string());
 }
 
 // The metrics file is inside the checkpoint directory (the default --metrics).
@@ -187,7 +162,13 @@ int train_in_world(TrainOptions o) {
     world_barrier();
     if (world().is_main()) {
       io::check_writable_dir(root);
-      if (failed_first_run) set_aside_failed_metrics(o);
+      // a metrics file left by a run that stopped before its first checkpoint (NaN loss, out
+      // of memory, killed) is kept under a new name, and the directory starts again (issue #13)
+      if (failed_first_run && fs::exists(o.metrics_path(), ec))
+        spdlog::warn(
+            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are kept as {}; "
+            "starting from step 0",
+            o.checkpoint_dir, MetricsLog::set_aside(o.metrics_path()).string());
     }
     Trainer trainer(o, std::move(corpus));
     if (ck) {

@@ -5,16 +5,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <sstream>
 #include <type_traits>
 #include <utility>
 
+#include "flag_range.h"
 #include "train.h"  // the commands run_cli runs
 #include "xgrad/nn/sampling.h"
 
@@ -97,66 +95,46 @@ void for_each_tokenizer_flag(S& s, F&& f) {
 }
 
 // ---------------------------------------------------------------- ranges
-// The documented range of every numeric flag (README's flag table, --help). Integer flags take
-// decimal integers only; real ones any finite strtod number; lo_open/hi_open exclude the bound.
-struct FlagRange {
-  const char* flag;
-  double lo, hi;
-  bool integer;
-  bool lo_open = false, hi_open = false;
-};
+// The documented range of every numeric flag (README's flag table, --help; flag_range.h).
 constexpr double kBig = 1e9;
-const FlagRange kRanges[] = {
-    {"context-length", 1, 1 << 20, true},
-    {"emb-dim", 1, 1 << 20, true},
-    {"n-heads", 1, 1 << 16, true},
-    {"n-layers", 1, 1 << 16, true},
-    {"drop-rate", 0, 1, false},     // torch's nn.Dropout range (xgrad::check_dropout_p)
-    {"batch-size", 1, 1e12, true},  // memory is the real limit: checked against the machine
-    {"grad-accum", 1, 1e6, true},
-    {"profile", 0, kBig, true},
-    {"steps", 1, kBig, true},
-    {"time-budget", 0, kBig, false},
-    {"lr", 0, 10, false, true, false},
-    {"min-lr", 0, 10, false},
-    {"warmup", 0, kBig, true},
-    {"weight-decay", 0, 100, false},
-    {"beta1", 0, 1, false, false, true},
-    {"beta2", 0, 1, false, false, true},
-    {"grad-clip", 0, kBig, false},
-    {"eval-interval", 1, kBig, true},
-    {"eval-iters", 1, kBig, true},
-    {"seed", 0, 18446744073709551615.0, true},
-    {"threads", 0, 4096, true},
-    {"keep-checkpoints", 1, 1e6, true},
-    {"sample-length", 0, kBig, true},
-    {"max-new-tokens", 0, kBig, true},
-    {"temperature", 0, 1e6, false},
-    {"top-k", 0, kBig, true},
-    {"top-p", 0, 1, false, true, false},
-    {"bpe-merges", 0, 1e6, true},
+const struct {
+  const char* flag;
+  FlagRange range;
+} kRanges[] = {
+    {"context-length", {1, 1 << 20, true}},
+    {"emb-dim", {1, 1 << 20, true}},
+    {"n-heads", {1, 1 << 16, true}},
+    {"n-layers", {1, 1 << 16, true}},
+    {"drop-rate", {0, 1, false}},     // torch's nn.Dropout range (xgrad::check_dropout_p)
+    {"batch-size", {1, 1e12, true}},  // memory is the real limit: checked against the machine
+    {"grad-accum", {1, 1e6, true}},
+    {"profile", {0, kBig, true}},
+    {"steps", {1, kBig, true}},
+    {"time-budget", {0, kBig, false}},
+    {"lr", {0, 10, false, true, false}},
+    {"min-lr", {0, 10, false}},
+    {"warmup", {0, kBig, true}},
+    {"weight-decay", {0, 100, false}},
+    {"beta1", {0, 1, false, false, true}},
+    {"beta2", {0, 1, false, false, true}},
+    {"grad-clip", {0, kBig, false}},
+    {"eval-interval", {1, kBig, true}},
+    {"eval-iters", {1, kBig, true}},
+    {"seed", {0, 0, true, false, false, /*uint64=*/true}},
+    {"threads", {0, 4096, true}},
+    {"keep-checkpoints", {1, 1e6, true}},
+    {"sample-length", {0, kBig, true}},
+    {"max-new-tokens", {0, kBig, true}},
+    {"temperature", {0, 1e6, false}},
+    {"top-k", {0, kBig, true}},
+    {"top-p", {0, 1, false, true, false}},
+    {"bpe-merges", {0, 1e6, true}},
 };
 
 const FlagRange* flag_range(const std::string& flag) {
-  for (const FlagRange& r : kRanges)
-    if (flag == r.flag) return &r;
+  for (const auto& r : kRanges)
+    if (flag == r.flag) return &r.range;
   return nullptr;
-}
-
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
-std::string describe_range(const FlagRange& r) {
-  if (std::string(r.flag) == "seed") return "[0, 18446744073709551615]";
-  return std::string(r.lo_open ? "(" : "[") + num(r.lo) + ", " + num(r.hi) + (r.hi_open ? ")" : "]");
-}
-
-bool in_range(const FlagRange& r, double v) {
-  return std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
 }
 
 // A value already converted (from a checkpoint, a test, a struct): the same range.
@@ -164,10 +142,12 @@ template <class T>
 void check(const char* flag, T v) {
   const FlagRange* r = flag_range(flag);
   if (!r) throw std::logic_error(std::string("no range for flag --") + flag);
-  if (!in_range(*r, static_cast<double>(v))) {
-    if constexpr (std::is_integral_v<T>) bad("--", flag, " must be in ", describe_range(*r), ", got ", v);
-    else bad("--", flag, " must be in ", describe_range(*r), ", got ", num(v));
-  }
+  if (in_range(*r, static_cast<double>(v))) return;
+  if constexpr (std::is_integral_v<T>) bad("--", flag, " must be in ", describe_range(*r), ", got ", v);
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  bad("--", flag, " must be in ", describe_range(*r), ", got ", os.str());
 }
 
 // Sampling parameters as torch's samplers check them (HF TemperatureLogitsWarper, TopK, TopP),
@@ -189,13 +169,7 @@ void add_flag(CLI::App& app, const char* name, T& field, const char* help, int a
   } else {
     CLI::Option* opt = app.add_option(flag, field, help);
     if (attrs & kShowDefault) opt->capture_default_str();
-    // every numeric flag checks its text against its range before CLI11 converts it (CLI11's
-    // conversion clamps 99999999999999999999 to INT64_MAX); the range is in --help
-    if (const FlagRange* r = flag_range(name)) {
-      opt->description(opt->get_description() + " (range " + describe_range(*r) + ")");
-      opt->check(CLI::Validator([f = std::string(name)](std::string& text) { return check_flag_text(f, text); },
-                                "", "range"));
-    }
+    if (const FlagRange* r = flag_range(name)) add_range_check(opt, name, *r);  // flag_range.h
   }
 }
 
@@ -219,28 +193,7 @@ void add_generate_flags(CLI::App& g, GenerateOptions& o) {
 
 std::string check_flag_text(const std::string& flag, const std::string& text) {
   const FlagRange* r = flag_range(flag);
-  if (!r) return "";
-  const std::string name = "--" + flag, range = describe_range(*r);
-  if (r->integer) {
-    auto parse = [&](auto v) -> std::string {  // v: int64_t, or uint64_t for --seed
-      auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec == std::errc::result_out_of_range) return name + " " + text + " is out of range " + range;
-      if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-        return name + " must be an integer in " + range + ", got '" + text + "'";
-      if (!in_range(*r, static_cast<double>(v))) return name + " " + text + " is out of range " + range;
-      return "";
-    };
-    return flag == "seed" ? parse(uint64_t{0}) : parse(int64_t{0});
-  }
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size())
-    return name + " must be a number in " + range + ", got '" + text + "'";
-  if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1))
-    return name + " " + text + " is not a finite number (range " + range + ")";
-  if (!in_range(*r, v)) return name + " " + text + " is out of range " + range;
-  return "";
+  return r ? xgrad_examples::check_flag_text(flag, *r, text) : "";
 }
 
 CliParse parse_cli(const std::vector<std::string>& args) {
