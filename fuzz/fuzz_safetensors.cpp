@@ -8,7 +8,8 @@
 //         (with the matching model file from the seed corpus held fixed)
 // Anything wrong must be an xgrad::Error (or ConfigError); a crash, a sanitizer report or
 // another exception is a bug. Seeds: fuzz/corpus/fuzz_safetensors/ (files of the tiny run
-// below, made by scripts/fuzz.sh --seeds).
+// below, made by scripts/fuzz.sh --seeds; state_*_v2 are train states of format_version 2,
+// AdamW's state by parameter name, kept for Trainer::load's reader of old checkpoints).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "one_thread.h"
-#include "xgrad/text/tokenizer.h"
-#include "xgrad/text/utf8.h"
 #include "xgrad/error.h"
 #include "xgrad/text/pretokenize.h"
+#include "xgrad/text/tokenizer.h"
+#include "xgrad/text/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -57,7 +57,8 @@ std::string check_flag_text(const std::string& flag, const FlagRange& r, const s
 
 void add_range_check(CLI::Option* opt, const std::string& flag, const FlagRange& r) {
   opt->description(opt->get_description() + " (range " + describe_range(r) + ")");
-  opt->check(CLI::Validator([flag, r](std::string& text) { return check_flag_text(flag, r, text); }, "", "range"));
+  opt->check(
+      CLI::Validator([flag, r](std::string& text) { return check_flag_text(flag, r, text); }, "", "range"));
 }
 
 }  // namespace xgrad_examples

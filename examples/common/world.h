@@ -3,9 +3,9 @@
 //
 // Each copy joins the MPI job here (through xgrad::distributed) and asks this file the few
 // things a training loop needs: which rank it is, its rows of each global batch, the model
-// wrapped in DistributedDataParallel, and the mean of a number over the ranks. Started without mpirun, or built without MPI, the world is
-// one process and every call here is the identity. Only rank 0 logs, draws the progress bar
-// and writes files; the other ranks log errors only.
+// wrapped in DistributedDataParallel, and the mean of a number over the ranks. Started without mpirun, or
+// built without MPI, the world is one process and every call here is the identity. Only rank 0 logs, draws
+// the progress bar and writes files; the other ranks log errors only.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -19,16 +19,19 @@ namespace io = xgrad::io;
 std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size) {
   const std::string n = std::to_string(launcher_size), batch = "--batch-size " + std::to_string(batch_size);
   if (launcher_size > 1 && !with_mpi)
-    return "this train_lm was built without MPI (no libopenmpi-dev at configure time, or -DXGRAD_WITH_MPI=OFF), "
+    return "this train_lm was built without MPI (no libopenmpi-dev at configure time, or "
+           "-DXGRAD_WITH_MPI=OFF), "
            "so it cannot train on the " +
-           n + " processes mpirun started; install OpenMPI (scripts/deps.sh) and rebuild, or run train_lm "
+           n +
+           " processes mpirun started; install OpenMPI (scripts/deps.sh) and rebuild, or run train_lm "
            "without mpirun";
   if (launcher_size > batch_size)
     return batch + " is the global batch, shared by the " + n + " processes: it must be at least " + n +
            " (one row per process); raise --batch-size or start fewer processes (mpirun -np)";
   if (batch_size % launcher_size != 0)
-    return batch + " is the global batch and must divide evenly among the " + n + " processes; use a multiple of " +
-           n + " (e.g. " + std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
+    return batch + " is the global batch and must divide evenly among the " + n +
+           " processes; use a multiple of " + n + " (e.g. " +
+           std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
   return std::nullopt;
 }
 
@@ -36,16 +39,17 @@ void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::opti
   if (!available || e.total_bytes() <= *available) return;
   const GPTConfig& m = o.model;
   std::ostringstream os;
-  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but " << format_bytes(*available)
-     << " is available: ";
+  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
+     << format_bytes(*available) << " is available: ";
   if (e.activation_bytes >= e.state_bytes)
-    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size " << o.batch_size
-       << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim << " x --n-layers "
-       << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads " << m.n_heads
-       << " x --context-length); lower --batch-size or --context-length";
+    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
+       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim
+       << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads "
+       << m.n_heads << " x --context-length); lower --batch-size or --context-length";
   else
-    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes) << ") grow with --emb-dim "
-       << m.emb_dim << " squared x --n-layers " << m.n_layers << "; lower --emb-dim or --n-layers";
+    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
+       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
+       << "; lower --emb-dim or --n-layers";
   throw ConfigError(os.str());
 }
 
@@ -166,7 +170,8 @@ int train_in_world(TrainOptions o) {
       // of memory, killed) is kept under a new name, and the directory starts again (issue #13)
       if (failed_first_run && fs::exists(o.metrics_path(), ec))
         spdlog::warn(
-            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are kept as {}; "
+            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are "
+            "kept as {}; "
             "starting from step 0",
             o.checkpoint_dir, MetricsLog::set_aside(o.metrics_path()).string());
     }

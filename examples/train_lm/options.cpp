@@ -64,7 +64,8 @@ void for_each_train_flag(O& o, F&& f) {
   f("checkpoint-dir", o.checkpoint_dir, "where checkpoints go", kShowDefault);
   f("resume", o.resume, "continue from the latest checkpoint in --checkpoint-dir", 0);
   f("keep-checkpoints", o.keep_checkpoints, "step directories to keep", kSaved | kShowDefault);
-  f("sample-length", o.sample_length, "characters sampled at each evaluation; 0 = none", kSaved | kShowDefault);
+  f("sample-length", o.sample_length, "characters sampled at each evaluation; 0 = none",
+    kSaved | kShowDefault);
   f("temperature", o.temperature, "sampling temperature; 0 = greedy", kSaved | kShowDefault);
   f("top-k", o.top_k, "sample from the k most likely characters; 0 = all", kSaved | kShowDefault);
   f("top-p", o.top_p,
@@ -91,7 +92,8 @@ void for_each_tokenizer_flag(S& s, F&& f) {
   f("bpe-merges", s.bpe_merges, "--tokenizer bpe: merges to learn (vocabulary 256 + merges)",
     kSaved | kShowDefault);
   f("bpe-file", s.bpe_file,
-    "--tokenizer bpe: load the merges from this file (BPETokenizer::save's JSON) instead of learning them", 0);
+    "--tokenizer bpe: load the merges from this file (BPETokenizer::save's JSON) instead of learning them",
+    0);
 }
 
 // ---------------------------------------------------------------- ranges
@@ -174,13 +176,16 @@ void add_flag(CLI::App& app, const char* name, T& field, const char* help, int a
 }
 
 void add_generate_flags(CLI::App& g, GenerateOptions& o) {
-  auto f = [&](const char* name, auto& field, const char* help, int attrs) { add_flag(g, name, field, help, attrs); };
+  auto f = [&](const char* name, auto& field, const char* help, int attrs) {
+    add_flag(g, name, field, help, attrs);
+  };
   f("checkpoint", o.checkpoint, "checkpoint directory (or a root with 'latest')", kShowDefault);
   f("prompt", o.prompt, "text to continue", kShowDefault);
   f("max-new-tokens", o.max_new_tokens, "characters to generate", kShowDefault);
   f("temperature", o.temperature, "sampling temperature; 0 = greedy", kShowDefault);
   f("top-k", o.top_k, "sample from the k most likely characters; 0 = all", kShowDefault);
-  f("top-p", o.top_p, "nucleus sampling: the smallest set of characters whose probabilities add up to p; 1 = all",
+  f("top-p", o.top_p,
+    "nucleus sampling: the smallest set of characters whose probabilities add up to p; 1 = all",
     kShowDefault);
   f("seed", o.seed, "random seed", kShowDefault);
   f("threads", o.threads, "threads (xgrad::set_num_threads); 0 = default", kShowDefault);
@@ -208,13 +213,16 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   TokenizeOptions k;
   CLI::App* train = app.add_subcommand("train", "train (or --resume) a model on a text corpus");
   auto add_to = [](CLI::App* a) {
-    return [a](const char* name, auto& field, const char* help, int attrs) { add_flag(*a, name, field, help, attrs); };
+    return [a](const char* name, auto& field, const char* help, int attrs) {
+      add_flag(*a, name, field, help, attrs);
+    };
   };
   for_each_train_flag(t, add_to(train));
   for_each_tokenizer_flag(t.tokenizer, add_to(train));
   CLI::App* gen = app.add_subcommand("generate", "sample text from a checkpoint");
   add_generate_flags(*gen, g);
-  CLI::App* tokenize = app.add_subcommand("tokenize", "print the token ids of a file, space-separated, on one line");
+  CLI::App* tokenize =
+      app.add_subcommand("tokenize", "print the token ids of a file, space-separated, on one line");
   for_each_tokenizer_flag(k.tokenizer, add_to(tokenize));
   add_to(tokenize)("data", k.data, "UTF-8 text file", kShowDefault);
 
@@ -423,7 +431,8 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
     // for 2e118 -> int64: an integer option must hold an integer that fits.
     bool fits = true;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (v.is_number_unsigned()) fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+      if (v.is_number_unsigned())
+        fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
       else if (v.is_number_integer()) fits = std::in_range<T>(v.get<int64_t>());
       else fits = false;
     }
@@ -437,9 +446,9 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
   for_each_train_flag(o, take);
   for_each_tokenizer_flag(o.tokenizer, take);
   // the tokenizer itself comes from the checkpoint (run_train); a different kind is an error
-  const std::string kind =
-      saved.contains("tokenizer") && saved["tokenizer"].is_string() ? saved["tokenizer"].get<std::string>()
-                                                                     : "char";  // from before --tokenizer
+  const std::string kind = saved.contains("tokenizer") && saved["tokenizer"].is_string()
+                               ? saved["tokenizer"].get<std::string>()
+                               : "char";  // from before --tokenizer
   if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != kind)
     bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (", kind,
         "); drop the flag or start a new --checkpoint-dir");

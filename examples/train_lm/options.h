@@ -63,7 +63,7 @@ struct TrainOptions {
   double top_p = 1.0;    // nucleus sampling; 1 = all tokens
   bool dry_run = false;  // validate, estimate memory, print, write nothing
   std::string data = "data/moby_dick.txt";
-  std::string metrics;  // default: <checkpoint_dir>/metrics.csv
+  std::string metrics;   // default: <checkpoint_dir>/metrics.csv
   bool progress = true;  // live progress bar when stdout is a terminal
   TokenizerSpec tokenizer;
   int64_t profile = 0;  // profile this many optimizer steps (xgrad::profiler); 0 = off
@@ -72,9 +72,7 @@ struct TrainOptions {
   // from the checkpoint.
   std::set<std::string> explicit_flags;
 
-  std::string metrics_path() const {
-    return metrics.empty() ? checkpoint_dir + "/metrics.csv" : metrics;
-  }
+  std::string metrics_path() const { return metrics.empty() ? checkpoint_dir + "/metrics.csv" : metrics; }
 };
 
 struct GenerateOptions {

@@ -60,7 +60,8 @@ std::string vocab_diff(const Tokenizer& saved_tok, const Tokenizer& now_tok) {
     if (v.size() > 10) s += " ...";
     return s.empty() ? std::string("none") : s;
   };
-  return "only in the checkpoint: " + only_in(*saved, *now) + "; only in the corpus: " + only_in(*now, *saved);
+  return "only in the checkpoint: " + only_in(*saved, *now) +
+         "; only in the corpus: " + only_in(*now, *saved);
 }
 
 // Checkpoints of format_version 1 and 2 saved AdamW's state by parameter name: tensors
@@ -76,7 +77,8 @@ optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, c
       if ((p.dim() >= 2) == matrices) index_of.emplace(name, static_cast<int64_t>(index_of.size()));
   auto index = [&](const std::string& name, const char* what) {
     auto it = index_of.find(name);
-    if (it == index_of.end()) xgrad::fail("checkpoint", file, ": ", what, name, "', which this model does not have");
+    if (it == index_of.end())
+      xgrad::fail("checkpoint", file, ": ", what, name, "', which this model does not have");
     return it->second;
   };
   optim::OptimizerState os;
@@ -111,7 +113,8 @@ std::string read_corpus(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     xgrad::fail("corpus", path,
-                " not found; run scripts/get_corpus.sh to fetch Moby-Dick into data/moby_dick.txt, or pass --data FILE");
+                " not found; run scripts/get_corpus.sh to fetch Moby-Dick into data/moby_dick.txt, or pass "
+                "--data FILE");
   if (!fs::is_regular_file(path, ec)) xgrad::fail("corpus", path, " is not a regular file");
   std::string text = io::read_file(path);
   if (text.empty()) xgrad::fail("corpus", path, " is empty");
@@ -127,9 +130,10 @@ std::shared_ptr<const Tokenizer> make_tokenizer(const TokenizerSpec& spec, std::
     const fs::path dir = spec.gpt2_vocab_dir;
     for (const char* f : {"vocab.bpe", "encoder.json"})
       if (!fs::exists(dir / f))
-        xgrad::fail("tokenizer", (dir / f).string(),
-                    " not found; run scripts/get_gpt2_vocab.sh to fetch GPT-2's vocabulary into data/gpt2/, or "
-                    "pass --gpt2-vocab DIR");
+        xgrad::fail(
+            "tokenizer", (dir / f).string(),
+            " not found; run scripts/get_gpt2_vocab.sh to fetch GPT-2's vocabulary into data/gpt2/, or "
+            "pass --gpt2-vocab DIR");
     return std::make_shared<GPT2Tokenizer>(
         GPT2Tokenizer::from_files((dir / "vocab.bpe").string(), (dir / "encoder.json").string()));
   }
@@ -155,7 +159,8 @@ Corpus make_corpus(const std::string& text, int64_t context_length, const std::s
   c.split = split_tokens(ids, 0.9);
   const char* units = unit(*c.tokenizer);
   const int64_t window = context_length + 1;
-  const auto n_train = static_cast<int64_t>(c.split.train.size()), n_val = static_cast<int64_t>(c.split.val.size());
+  const auto n_train = static_cast<int64_t>(c.split.train.size()),
+             n_val = static_cast<int64_t>(c.split.val.size());
   if (n_train < window || n_val < window)
     xgrad::fail("corpus", source, " has ", ids.size(), " ", units, ": the ",
                 n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train, " ",
@@ -169,7 +174,8 @@ BatchSampler::BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_siz
                            uint64_t seed, std::string split)
     : tokens_(tokens), batch_size_(batch_size), context_length_(context_length), gen_(seed) {
   if (batch_size <= 0) xgrad::fail("BatchSampler", "batch_size must be positive, got ", batch_size);
-  if (context_length <= 0) xgrad::fail("BatchSampler", "context_length must be positive, got ", context_length);
+  if (context_length <= 0)
+    xgrad::fail("BatchSampler", "context_length must be positive, got ", context_length);
   if (static_cast<int64_t>(tokens->size()) < context_length + 1)
     xgrad::fail("BatchSampler", "the ", split, " split has ", tokens->size(),
                 " tokens, fewer than one window of context_length + 1 = ", context_length + 1);
@@ -195,7 +201,8 @@ Batch BatchSampler::next() {
 Trainer::Trainer(TrainOptions o, Corpus corpus)
     : o_(std::move(o)),
       corpus_(std::move(corpus)),
-      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length, batch_seed(o_.seed), "train") {
+      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length, batch_seed(o_.seed),
+                     "train") {
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();
   validate_model(o_.model, /*with_vocab=*/true);
   xgrad::manual_seed(o_.seed);
@@ -206,8 +213,11 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
   std::vector<Tensor> decay, no_decay;
   for (const auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamWOptions base{
-      .lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .eps = 1e-8, .weight_decay = o_.weight_decay, .amsgrad = false};
+  optim::AdamWOptions base{.lr = o_.lr,
+                           .betas = {o_.beta1, o_.beta2},
+                           .eps = 1e-8,
+                           .weight_decay = o_.weight_decay,
+                           .amsgrad = false};
   optim::AdamWOptions nd = base;
   nd.weight_decay = 0.0;
   std::vector<optim::AdamW::ParamGroup> groups;
@@ -215,7 +225,8 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   if (!no_decay.empty()) groups.push_back({no_decay, nd});
   opt_ = std::make_unique<optim::AdamW>(std::move(groups));
   sched_ = std::make_unique<optim::WarmupCosineLR>(
-      *opt_, optim::WarmupCosineLROptions{.warmup_iters = o_.warmup, .lr_decay_iters = o_.steps, .min_lr = o_.min_lr});
+      *opt_, optim::WarmupCosineLROptions{
+                 .warmup_iters = o_.warmup, .lr_decay_iters = o_.steps, .min_lr = o_.min_lr});
 }
 
 // ---------------------------------------------------------------- save and resume
@@ -224,8 +235,11 @@ fs::path Trainer::save() {
   std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
   const std::string config = to_json(o_.model).dump(), vocab = corpus_.tokenizer->to_json();
   const nn::StateDict model = model_->state_dict();
-  io::Metadata model_meta = {
-      {"format", "pt"}, {"producer", kFormat}, {"config", config}, {"vocab", vocab}, {"step", std::to_string(step_)}};
+  io::Metadata model_meta = {{"format", "pt"},
+                             {"producer", kFormat},
+                             {"config", config},
+                             {"vocab", vocab},
+                             {"step", std::to_string(step_)}};
   // the optimizer's state_dict in its own layout (xgrad::save(opt.state_dict(), path)), plus
   // what resuming needs
   io::SafetensorsFile state = opt_->state_dict().to_safetensors(
@@ -245,10 +259,11 @@ fs::path Trainer::save() {
                                     {"lr_decay_iters", o_.steps},
                                     {"min_lr", o_.min_lr}}
                          .dump()}});
-  return io::save_checkpoint(o_.checkpoint_dir, step_,
-                             {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
-                              {kTrainStateFile, std::move(state.tensors), std::move(state.metadata)}},
-                             o_.keep_checkpoints);
+  return io::save_checkpoint(
+      o_.checkpoint_dir, step_,
+      {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
+       {kTrainStateFile, std::move(state.tensors), std::move(state.metadata)}},
+      o_.keep_checkpoints);
 }
 
 void Trainer::load(const io::Checkpoint& ck) {
@@ -280,8 +295,8 @@ void Trainer::load(const io::Checkpoint& ck) {
     xgrad::fail("checkpoint", file, ": format is '", meta("format"), "', expected '", kFormat, "'");
   const std::string& version = meta("format_version");
   if (version != "1" && version != "2" && version != std::to_string(kCheckpointFormatVersion))
-    xgrad::fail("checkpoint", file, ": format_version ", version, " is not supported (this build reads versions 1 to ",
-                kCheckpointFormatVersion, ")");
+    xgrad::fail("checkpoint", file, ": format_version ", version,
+                " is not supported (this build reads versions 1 to ", kCheckpointFormatVersion, ")");
   if (version != "1")  // from version 2 on, files are written with header checksums: both must have them
     for (const char* name : {kModelFile, kTrainStateFile})
       if (!ck.at(name).header_verified)
@@ -348,8 +363,8 @@ void Trainer::load(const io::Checkpoint& ck) {
 // ---------------------------------------------------------------- eval
 double Trainer::estimate_loss(const std::string& split) {
   const bool val = split == "val";
-  BatchSampler batches(val ? &corpus_.split.val : &corpus_.split.train, o_.batch_size, o_.model.context_length,
-                       eval_seed(o_.seed, val), split);
+  BatchSampler batches(val ? &corpus_.split.val : &corpus_.split.train, o_.batch_size,
+                       o_.model.context_length, eval_seed(o_.seed, val), split);
   const bool was_training = model_->is_training();
   model_->eval();
   xgrad::NoGradGuard no_grad;
@@ -407,7 +422,8 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         stopped_early = true;
         break;
       }
-      if (any_over_world(o_.time_budget > 0 && since_start() >= o_.time_budget)) {  // one decision for all ranks
+      if (any_over_world(o_.time_budget > 0 &&
+                         since_start() >= o_.time_budget)) {  // one decision for all ranks
         stopped_early = r.time_budget_hit = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
@@ -514,10 +530,13 @@ std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> i
                                      bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const int64_t n = static_cast<int64_t>(ids.size());
-  Tensor out = model.generate(
-      xgrad::from_vector(ids, {1, n}), max_new_tokens,
-      {.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = std::nullopt, .use_kv_cache = kv_cache},
-      gen);
+  Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
+                              {.temperature = temperature,
+                               .top_k = top_k,
+                               .top_p = top_p,
+                               .seed = std::nullopt,
+                               .use_kv_cache = kv_cache},
+                              gen);
   return out.to_vector<int64_t>();
 }
 

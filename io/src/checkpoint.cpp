@@ -34,7 +34,8 @@ std::optional<std::string> read_latest(const fs::path& root) {
   std::string s = read_file(p);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   if (parse_step_dir_name(s) < 0)
-    fail("checkpoint", p.string(), " does not name a step directory (got '", s, "'): corrupted checkpoint root");
+    fail("checkpoint", p.string(), " does not name a step directory (got '", s,
+         "'): corrupted checkpoint root");
   return s;
 }
 
@@ -96,7 +97,8 @@ void check_writable_dir(const fs::path& dir) {
   fs::remove(probe, ec);
 }
 
-fs::path save_checkpoint(const fs::path& root, int64_t step, std::vector<CheckpointFile> files, int keep_last) {
+fs::path save_checkpoint(const fs::path& root, int64_t step, std::vector<CheckpointFile> files,
+                         int keep_last) {
   if (files.empty()) fail("checkpoint", "save_checkpoint needs at least one file");
   std::error_code ec;
   create_dirs(root);
@@ -126,7 +128,8 @@ fs::path save_checkpoint(const fs::path& root, int64_t step, std::vector<Checkpo
     // before `latest` moved, then training resumed from an older step): replace it.
     if (fs::exists(final_dir, ec)) fs::remove_all(final_dir, ec);
     if (::rename(tmp.c_str(), final_dir.c_str()) != 0)
-      fail("checkpoint", "cannot rename ", tmp.string(), " to ", final_dir.string(), ": ", std::strerror(errno));
+      fail("checkpoint", "cannot rename ", tmp.string(), " to ", final_dir.string(), ": ",
+           std::strerror(errno));
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -154,8 +157,8 @@ std::optional<fs::path> find_checkpoint(const fs::path& path, const std::string&
   if (!latest) return std::nullopt;
   const fs::path dir = path / *latest;
   if (!fs::exists(dir / marker_file, ec))
-    fail("checkpoint", (path / kLatestFile).string(), " points to ", dir.string(), ", which has no ", marker_file,
-         " (deleted or corrupted checkpoint)");
+    fail("checkpoint", (path / kLatestFile).string(), " points to ", dir.string(), ", which has no ",
+         marker_file, " (deleted or corrupted checkpoint)");
   return dir;
 }
 

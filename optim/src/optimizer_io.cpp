@@ -93,7 +93,8 @@ OptimizerState OptimizerState::from(const io::SafetensorsFile& file, const std::
   return sd;
 }
 
-io::SafetensorsFile OptimizerState::to_safetensors(const io::Metadata& metadata, const std::string& source) const {
+io::SafetensorsFile OptimizerState::to_safetensors(const io::Metadata& metadata,
+                                                   const std::string& source) const {
   io::SafetensorsFile file;
   for (const auto& [key, value] : metadata) {
     if (is_reserved_key(key))
@@ -111,7 +112,8 @@ io::SafetensorsFile OptimizerState::to_safetensors(const io::Metadata& metadata,
     for (const auto& [name, v] : param_groups[g].options) file.metadata[prefix + name] = format_double(v);
   }
   for (const auto& [index, named] : state)
-    for (const auto& [key, t] : named) file.tensors.emplace_back("state." + std::to_string(index) + "." + key, t);
+    for (const auto& [key, t] : named)
+      file.tensors.emplace_back("state." + std::to_string(index) + "." + key, t);
   return file;
 }
 

@@ -27,7 +27,9 @@ fs::path save_checkpoint(const fs::path& root, int64_t step, double v, Metadata 
 Checkpoint load_checkpoint_files(const fs::path& path, bool need_train_state = true) {
   return need_train_state ? load_checkpoint(path, kFiles) : load_checkpoint(path, {kFiles[0]}, {kFiles[1]});
 }
-std::optional<fs::path> find_checkpoint(const fs::path& path) { return xgrad::io::find_checkpoint(path, kFiles[0]); }
+std::optional<fs::path> find_checkpoint(const fs::path& path) {
+  return xgrad::io::find_checkpoint(path, kFiles[0]);
+}
 float w_of(const Checkpoint& ck) { return ck.at(kFiles[0]).at("w").to_vector<float>()[0]; }
 }  // namespace
 
@@ -172,11 +174,13 @@ TEST(Checkpoint, SaveCleansUpWhatKilledWritesLeft) {
   TempDir tmp;
   const fs::path root = tmp / "ck";
   save_checkpoint(root, 1, 1, {}, 1, {});
-  for (const char* leftover : {"latest.tmp.123", "metrics.csv.tmp.9", ".write-test.42"}) spit(root / leftover, "x");
+  for (const char* leftover : {"latest.tmp.123", "metrics.csv.tmp.9", ".write-test.42"})
+    spit(root / leftover, "x");
   for (const char* kept : {"metrics.csv", "notes.tmp.txt", ".tmp."}) spit(root / kept, "x");
   save_checkpoint(root, 2, 2, {}, 2, {});
   for (const char* leftover : {"latest.tmp.123", "metrics.csv.tmp.9", ".write-test.42"})
     EXPECT_FALSE(fs::exists(root / leftover)) << leftover;
-  for (const char* kept : {"metrics.csv", "notes.tmp.txt", ".tmp."}) EXPECT_TRUE(fs::exists(root / kept)) << kept;
+  for (const char* kept : {"metrics.csv", "notes.tmp.txt", ".tmp."})
+    EXPECT_TRUE(fs::exists(root / kept)) << kept;
   EXPECT_EQ(w_of(load_checkpoint_files(root)), 2.0f);
 }

@@ -217,7 +217,8 @@ TEST(SaveLoad, OptimizerStateInMemoryIsTheSavedFile) {
   const optim::OptimizerState back = optim::OptimizerState::from(mem);
   EXPECT_EQ(back.type, sd.type);
   EXPECT_EQ(back.param_groups[0].options, sd.param_groups[0].options);
-  EXPECT_EQ(back.state.at(1).at("exp_avg_sq").to_vector<float>(), sd.state.at(1).at("exp_avg_sq").to_vector<float>());
+  EXPECT_EQ(back.state.at(1).at("exp_avg_sq").to_vector<float>(),
+            sd.state.at(1).at("exp_avg_sq").to_vector<float>());
   expect_error([&] { sd.to_safetensors({{"optimizer", "x"}}, "ck"); }, {"ck", "metadata key 'optimizer'"});
 }
 

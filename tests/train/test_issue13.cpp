@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "options.h"
 #include "cli_capture.h"
+#include "options.h"
 #include "progress.h"
-#include "train_test_util.h"
 #include "train.h"
+#include "train_test_util.h"
 
 using namespace train_lm;
 using train_test::expect_error;

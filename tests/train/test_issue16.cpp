@@ -8,15 +8,15 @@
 
 #include <cmath>
 
-#include "options.h"
 #include "cli_capture.h"
-#include "train_test_util.h"
+#include "options.h"
 #include "train.h"
+#include "train_test_util.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;
-using train_test::TempDir;
 using train_test::load_checkpoint_files;
+using train_test::TempDir;
 
 using train_test::RunResult;
 

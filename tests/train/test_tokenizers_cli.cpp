@@ -13,9 +13,9 @@
 #include "xgrad/text/tokenizer.h"
 
 using namespace train_lm;
+using train_test::load_checkpoint_files;
 using train_test::spit;
 using train_test::TempDir;
-using train_test::load_checkpoint_files;
 
 namespace {
 

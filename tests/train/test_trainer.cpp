@@ -8,16 +8,16 @@
 #include <cmath>
 
 #include "core/fixture_reader.h"
-#include "train_test_util.h"
 #include "train.h"
+#include "train_test_util.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;
 using train_test::expect_error;
+using train_test::load_checkpoint_files;
 using train_test::slurp;
 using train_test::spit;
 using train_test::TempDir;
-using train_test::load_checkpoint_files;
 using xgrad::Tensor;
 
 namespace {
@@ -253,7 +253,8 @@ TEST_F(TrainerTest, OldCheckpointsResumeBitForBit) {
   EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "3");  // saved in today's format
   ASSERT_EQ(got.at(kModelFile).tensors.size(), want.tensors.size());
   for (std::size_t i = 0; i < want.tensors.size(); ++i)
-    EXPECT_EQ(got.at(kModelFile).tensors[i].second.to_vector<float>(), want.tensors[i].second.to_vector<float>())
+    EXPECT_EQ(got.at(kModelFile).tensors[i].second.to_vector<float>(),
+              want.tensors[i].second.to_vector<float>())
         << want.tensors[i].first;
 }
 
