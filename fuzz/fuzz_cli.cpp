@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "config.h"
 #include "memory.h"
 #include "one_thread.h"
+#include "options.h"
 
 using namespace train_lm;
+using namespace xgrad_examples;
 
 namespace {
 void check_accepted(const TrainOptions& o) {

@@ -8,7 +8,8 @@
 //         (with the matching model file from the seed corpus held fixed)
 // Anything wrong must be an xgrad::Error (or ConfigError); a crash, a sanitizer report or
 // another exception is a bug. Seeds: fuzz/corpus/fuzz_safetensors/ (files of the tiny run
-// below, made by scripts/fuzz.sh --seeds).
+// below, made by scripts/fuzz.sh --seeds; state_*_v2 are train states of format_version 2,
+// AdamW's state by parameter name, kept for Trainer::load's reader of old checkpoints).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -16,9 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "checkpoint.h"
 #include "one_thread.h"
-#include "trainer.h"
+#include "train.h"
 #include "xgrad/error.h"
 #include "xgrad/io/file.h"
 #include "xgrad/io/safetensors.h"
@@ -115,16 +115,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // any tokenizer's saved form (char, gpt2, bpe), compared as the trainer compares them
       std::unique_ptr<xgrad::text::Tokenizer> tok = xgrad::text::tokenizer_from_json(vocab->second);
       Trainer& t = trainer();
-      if (same_config(cfg, t.options().model) && tok->to_json() == t.tokenizer().to_json()) {
-        xgrad::nn::StateDict sd;
-        for (const auto& [name, tensor] : f.tensors) sd.insert(name, tensor);
-        t.model().load_state_dict(sd);
+      if (cfg == t.options().model && tok->to_json() == t.tokenizer().to_json()) {
+        t.model().load_state_dict(xgrad::nn::StateDict::from(f.tensors));
       }
     } else if (mode == 3 && seed_model()) {
-      CheckpointFiles ck;
+      Checkpoint ck;
       ck.dir = "fuzz";
-      ck.model = *seed_model();
-      ck.train_state = std::move(f);
+      ck.files[kModelFile] = *seed_model();
+      ck.files[kTrainStateFile] = std::move(f);
       trainer().load(ck);
     }
   } catch (const xgrad::Error&) {

@@ -10,19 +10,20 @@
 #include <string>
 
 #include "one_thread.h"
-#include "tokenizer.h"
 #include "xgrad/error.h"
 #include "xgrad/text/pretokenize.h"
+#include "xgrad/text/tokenizer.h"
+#include "xgrad/text/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (data[0] % 2 == 1) {  // a saved vocabulary, as in a checkpoint's metadata
     try {
-      auto tok = train_lm::CharTokenizer::from_json(text);
-      if (!(train_lm::CharTokenizer::from_json(tok.to_json()) == tok)) __builtin_trap();
+      auto tok = xgrad::text::CharTokenizer::from_json(text);
+      if (!(xgrad::text::CharTokenizer::from_json(tok.to_json()) == tok)) __builtin_trap();
       std::string all;
-      for (char32_t cp : tok.vocab()) train_lm::append_utf8(all, cp);
+      for (char32_t cp : tok.vocab()) xgrad::text::append_utf8(all, cp);
       if (tok.decode(tok.encode(all)) != all) __builtin_trap();
     } catch (const xgrad::Error&) {
     }
@@ -30,21 +31,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<char32_t> cps;
   try {
-    cps = train_lm::decode_utf8(text, "fuzz");
+    cps = xgrad::text::decode_utf8(text, "fuzz");
   } catch (const xgrad::Error&) {
     return 0;  // invalid UTF-8 is refused with a message; that is all we ask
   }
   std::string back;
-  for (char32_t cp : cps) train_lm::append_utf8(back, cp);
+  for (char32_t cp : cps) xgrad::text::append_utf8(back, cp);
   if (back != text) __builtin_trap();  // decoding lost or changed bytes
   if (cps.empty()) return 0;
-  auto tok = train_lm::CharTokenizer::from_text(text, "fuzz");
+  auto tok = xgrad::text::CharTokenizer::from_text(text, "fuzz");
   std::vector<int64_t> ids = tok.encode(text);
   if (ids.size() != cps.size()) __builtin_trap();
   for (int64_t id : ids)
     if (id < 0 || id >= tok.vocab_size()) __builtin_trap();
   if (tok.decode(ids) != text) __builtin_trap();
-  if (!(train_lm::CharTokenizer::from_json(tok.to_json()) == tok)) __builtin_trap();
+  if (!(xgrad::text::CharTokenizer::from_json(tok.to_json()) == tok)) __builtin_trap();
   std::string joined;
   for (std::string_view piece : xgrad::text::gpt2_split(text)) {
     if (piece.empty()) __builtin_trap();

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include "xgrad/error.h"
+#include "xgrad/io/file.h"
 
 namespace xgrad_examples {
 
@@ -169,6 +171,22 @@ std::vector<MetricsRow> read_rows(const fs::path& path, std::size_t* dropped) {
   return rows;
 }
 }  // namespace
+
+fs::path MetricsLog::set_aside(const fs::path& path) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  const std::string base = path.stem().string() + ".failed-" + stamp;
+  fs::path aside = path;
+  aside.replace_filename(base + path.extension().string());
+  std::error_code ec;
+  for (int i = 1; fs::exists(aside, ec); ++i)
+    aside.replace_filename(base + "-" + std::to_string(i) + path.extension().string());
+  fs::rename(path, aside, ec);
+  if (ec) xgrad::fail("metrics", "cannot rename ", path.string(), " to ", aside.string(), ": ", ec.message());
+  xgrad::io::fsync_dir(aside.parent_path());
+  return aside;
+}
 
 std::vector<MetricsRow> MetricsLog::read(const fs::path& path) { return read_rows(path, nullptr); }
 

@@ -76,6 +76,10 @@ class MetricsLog {
 
   const std::string& note() const { return note_; }  // "" or what a resume repaired
 
+  // Renames the log of a run that failed before it saved anything to
+  // <stem>.failed-<UTC time>[-n]<ext>, so a new run can start there; returns the new name.
+  static fs::path set_aside(const fs::path& path);
+
   static std::vector<MetricsRow> read(const fs::path& path);  // throws for a malformed file
   // The rows that parse; each malformed line is counted in *dropped (the header must match).
   static std::vector<MetricsRow> read_lenient(const fs::path& path, std::size_t* dropped);
@@ -96,10 +100,3 @@ fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& me
                          bool try_gnuplot = true);
 
 }  // namespace xgrad_examples
-
-namespace train_lm {
-using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, format_* for the trainer
-// The library's file helpers (atomic writes, read_file, CRC-32, base64: xgrad/io/file.h).
-namespace fs = std::filesystem;
-using namespace xgrad::io;
-}  // namespace train_lm

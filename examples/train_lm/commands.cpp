@@ -1,54 +1,87 @@
-// examples/train_lm/commands.cpp: `train_lm train` and `train_lm generate` end to end: all
+// examples/train_lm/commands.cpp: `train_lm train`, `generate` and `tokenize` end to end. All
 // checks that can fail come before anything is written, so a bad flag, corpus or checkpoint
 // never overwrites an existing file.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
-#include <ctime>
 #include <iostream>
+#include <sstream>
 
-#include "memory.h"
-#include "trainer.h"
+#include "train.h"
 #include "world.h"
 #include "xgrad/error.h"
 #include "xgrad/parallel.h"
 
 namespace train_lm {
 
+namespace io = xgrad::io;
+
+std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size) {
+  const std::string n = std::to_string(launcher_size), batch = "--batch-size " + std::to_string(batch_size);
+  if (launcher_size > 1 && !with_mpi)
+    return "this train_lm was built without MPI (no libopenmpi-dev at configure time, or "
+           "-DXGRAD_WITH_MPI=OFF), "
+           "so it cannot train on the " +
+           n +
+           " processes mpirun started; install OpenMPI (scripts/deps.sh) and rebuild, or run train_lm "
+           "without mpirun";
+  if (launcher_size > batch_size)
+    return batch + " is the global batch, shared by the " + n + " processes: it must be at least " + n +
+           " (one row per process); raise --batch-size or start fewer processes (mpirun -np)";
+  if (batch_size % launcher_size != 0)
+    return batch + " is the global batch and must divide evenly among the " + n +
+           " processes; use a multiple of " + n + " (e.g. " +
+           std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
+  return std::nullopt;
+}
+
+void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available) {
+  if (!available || e.total_bytes() <= *available) return;
+  const GPTConfig& m = o.model;
+  std::ostringstream os;
+  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
+     << format_bytes(*available) << " is available: ";
+  if (e.activation_bytes >= e.state_bytes)
+    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
+       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim
+       << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads "
+       << m.n_heads << " x --context-length); lower --batch-size or --context-length";
+  else
+    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
+       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
+       << "; lower --emb-dim or --n-layers";
+  throw ConfigError(os.str());
+}
+
+namespace {
+
 // xgrad's thread pool (OpenBLAS stays on one thread); 0 keeps xgrad's default.
 void set_threads(int threads) {
   if (threads > 0) xgrad::set_num_threads(threads);
 }
 
-namespace {
+// The metadata entry `key` of a checkpoint file, parsed as JSON.
+nlohmann::json meta_json(const io::SafetensorsFile& f, const std::string& file, const char* key,
+                         const char* missing_hint = "") {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no '", key, "'", missing_hint);
+  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+  if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
+  return j;
+}
+
+// The saved model config, with the file named in any problem.
+GPTConfig saved_config(const io::SafetensorsFile& f, const std::string& file, const char* missing_hint = "") {
+  try {
+    return gpt_config_from_json(meta_json(f, file, "config", missing_hint));
+  } catch (const ConfigError& e) {
+    xgrad::fail("checkpoint", file, ": ", e.what());
+  }
+}
 
 int error_exit(const std::string& what, int code = 1) {
   spdlog::error("{}", what);
   return code;
-}
-
-// A metrics file left by a run that stopped before its first checkpoint (NaN loss, out of
-// memory, killed): kept under a new name so the directory can start again (issue #13).
-void set_aside_failed_metrics(const TrainOptions& o) {
-  const fs::path metrics = o.metrics_path();
-  std::error_code ec;
-  if (!fs::exists(metrics, ec)) return;
-  char stamp[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  fs::path aside = metrics;
-  aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + metrics.extension().string());
-  for (int i = 1; fs::exists(aside, ec); ++i)
-    aside.replace_filename(metrics.stem().string() + ".failed-" + stamp + "-" + std::to_string(i) +
-                           metrics.extension().string());
-  fs::rename(metrics, aside, ec);
-  if (ec)
-    xgrad::fail("metrics", "cannot rename ", metrics.string(), " to ", aside.string(), ": ", ec.message());
-  fsync_dir(aside.parent_path());
-  spdlog::warn(
-      "{} holds no checkpoint: the metrics of the run that stopped before its first "
-      "checkpoint are kept as {}; starting from step 0",
-      o.checkpoint_dir, aside.string());
 }
 
 // The metrics file is inside the checkpoint directory (the default --metrics).
@@ -65,30 +98,18 @@ int train_in_world(TrainOptions o) {
     const fs::path root = o.checkpoint_dir;
 
     // 1. the checkpoint to resume, or the proof that we would not overwrite one
-    std::optional<CheckpointFiles> ck;
+    std::optional<io::Checkpoint> ck;
     std::error_code ec;
-    const std::optional<fs::path> existing = fs::exists(root, ec) ? find_checkpoint(root) : std::nullopt;
+    const std::optional<fs::path> existing =
+        fs::exists(root, ec) ? io::find_checkpoint(root, kModelFile) : std::nullopt;
     // a directory a failed first run left (a metrics file, no checkpoint) starts again
     const bool failed_first_run =
         !existing && fs::exists(o.metrics_path(), ec) && metrics_in_checkpoint_dir(o);
     if (o.resume && existing) {
-      ck = load_checkpoint_files(*existing);
+      ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
+      const io::SafetensorsFile& state = ck->at(kTrainStateFile);
       const std::string file = (ck->dir / kTrainStateFile).string();
-      auto meta = [&](const char* key) {
-        auto it = ck->train_state.metadata.find(key);
-        if (it == ck->train_state.metadata.end())
-          xgrad::fail("checkpoint", file, ": metadata has no '", key, "'");
-        nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
-        if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
-        return j;
-      };
-      GPTConfig saved;
-      try {
-        saved = gpt_config_from_json(meta("config"));
-      } catch (const ConfigError& e) {
-        xgrad::fail("checkpoint", file, ": ", e.what());
-      }
-      merge_saved_options(o, meta("train_options"), saved);
+      merge_saved_options(o, meta_json(state, file, "train_options"), saved_config(state, file));
       validate(o);
     } else if (o.resume && !failed_first_run) {
       return error_exit(
@@ -111,8 +132,8 @@ int train_in_world(TrainOptions o) {
     std::string text = read_corpus(o.data);
     std::shared_ptr<const Tokenizer> tokenizer;
     if (ck) {
-      auto it = ck->train_state.metadata.find("vocab");
-      if (it != ck->train_state.metadata.end()) {
+      auto it = ck->at(kTrainStateFile).metadata.find("vocab");
+      if (it != ck->at(kTrainStateFile).metadata.end()) {
         std::shared_ptr<const Tokenizer> saved = xgrad::text::tokenizer_from_json(it->second);
         if (saved->kind() != "char") tokenizer = std::move(saved);
       }
@@ -144,8 +165,15 @@ int train_in_world(TrainOptions o) {
     // every rank has looked at the directory)
     world_barrier();
     if (world().is_main()) {
-      check_writable_dir(root);
-      if (failed_first_run) set_aside_failed_metrics(o);
+      io::check_writable_dir(root);
+      // a metrics file left by a run that stopped before its first checkpoint (NaN loss, out
+      // of memory, killed) is kept under a new name, and the directory starts again (issue #13)
+      if (failed_first_run && fs::exists(o.metrics_path(), ec))
+        spdlog::warn(
+            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are "
+            "kept as {}; "
+            "starting from step 0",
+            o.checkpoint_dir, MetricsLog::set_aside(o.metrics_path()).string());
     }
     Trainer trainer(o, std::move(corpus));
     if (ck) {
@@ -179,7 +207,7 @@ int train_in_world(TrainOptions o) {
         spdlog::warn("could not plot the loss curve: {}", e.what());
       }
     if (r.nan_stop) {
-      std::optional<fs::path> last = find_checkpoint(root);
+      std::optional<fs::path> last = io::find_checkpoint(root, kModelFile);
       return error_exit("training stopped: the loss is not finite. The last good checkpoint is " +
                             (last ? last->string() : std::string("(none yet)")),
                         1);
@@ -212,25 +240,14 @@ int run_train(TrainOptions o) {
 int run_generate(const GenerateOptions& o) {
   try {
     set_threads(o.threads);
-    CheckpointFiles ck = load_checkpoint_files(o.checkpoint, /*need_train_state=*/false);
+    // the model file alone (a train state, when present, must be from the same save)
+    const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
+    const io::SafetensorsFile& model_file = ck.at(kModelFile);
     const std::string file = (ck.dir / kModelFile).string();
-    auto meta = [&](const char* key) {
-      auto it = ck.model.metadata.find(key);
-      if (it == ck.model.metadata.end())
-        xgrad::fail("checkpoint", file, ": metadata has no '", key,
-                    "' (a train_lm checkpoint stores its config and vocabulary there)");
-      nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
-      if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
-      return j;
-    };
-    GPTConfig cfg;
-    try {
-      cfg = gpt_config_from_json(meta("config"));
-    } catch (const ConfigError& e) {
-      xgrad::fail("checkpoint", file, ": ", e.what());
-    }
-    meta("vocab");  // present and JSON
-    std::unique_ptr<Tokenizer> tok = xgrad::text::tokenizer_from_json(ck.model.metadata.at("vocab"));
+    const char* hint = " (a train_lm checkpoint stores its config and vocabulary there)";
+    const GPTConfig cfg = saved_config(model_file, file, hint);
+    meta_json(model_file, file, "vocab", hint);  // present and JSON
+    std::unique_ptr<Tokenizer> tok = xgrad::text::tokenizer_from_json(model_file.metadata.at("vocab"));
     if (tok->vocab_size() != cfg.vocab_size)
       xgrad::fail("checkpoint", file, ": the ", tok->kind(), " vocabulary has ", tok->vocab_size(),
                   " tokens but the config says vocab_size ", cfg.vocab_size);
@@ -239,10 +256,8 @@ int run_generate(const GenerateOptions& o) {
 
     xgrad::manual_seed(o.seed);
     xgrad::nn::GPTModel model(cfg);
-    xgrad::nn::StateDict sd;
-    for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
     try {
-      model.load_state_dict(sd);
+      model.load_state_dict(xgrad::nn::StateDict::from(model_file.tensors));
     } catch (const xgrad::Error& e) {
       xgrad::fail("checkpoint", file, " does not fit its own config: ", e.what());
     }

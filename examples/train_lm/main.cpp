@@ -2,6 +2,6 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "options.h"
 
 int main(int argc, char** argv) { return train_lm::run_cli(std::vector<std::string>(argv, argv + argc)); }

@@ -10,6 +10,7 @@
 #include "xgrad/dtype.h"
 #include "xgrad/error.h"
 #include "xgrad/gradcheck.h"
+#include "xgrad/io/checkpoint.h"
 #include "xgrad/io/safetensors.h"
 #include "xgrad/nn.h"
 #include "xgrad/ops.h"

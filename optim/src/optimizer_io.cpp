@@ -93,6 +93,30 @@ OptimizerState OptimizerState::from(const io::SafetensorsFile& file, const std::
   return sd;
 }
 
+io::SafetensorsFile OptimizerState::to_safetensors(const io::Metadata& metadata,
+                                                   const std::string& source) const {
+  io::SafetensorsFile file;
+  for (const auto& [key, value] : metadata) {
+    if (is_reserved_key(key))
+      fail("save", source.empty() ? "optimizer state" : source, ": metadata key '", key,
+           "' is the optimizer state's own");
+    file.metadata[key] = value;
+  }
+  file.metadata["optimizer"] = type;
+  file.metadata["param_groups"] = std::to_string(param_groups.size());
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    std::string params;
+    for (int64_t i : param_groups[g].params) params += (params.empty() ? "" : ",") + std::to_string(i);
+    file.metadata[prefix + "params"] = params;
+    for (const auto& [name, v] : param_groups[g].options) file.metadata[prefix + name] = format_double(v);
+  }
+  for (const auto& [index, named] : state)
+    for (const auto& [key, t] : named)
+      file.tensors.emplace_back("state." + std::to_string(index) + "." + key, t);
+  return file;
+}
+
 void Optimizer::load_state_dict(const std::filesystem::path& path) {
   load_state_dict(OptimizerState::from(xgrad::load(path), path.string()));
 }
@@ -103,25 +127,8 @@ namespace xgrad {
 
 void save(const optim::OptimizerState& state, const std::filesystem::path& path,
           const io::Metadata& metadata) {
-  io::Metadata meta;
-  for (const auto& [key, value] : metadata) {
-    if (optim::is_reserved_key(key))
-      fail("save", path.string(), ": metadata key '", key, "' is the optimizer state's own");
-    meta[key] = value;
-  }
-  meta["optimizer"] = state.type;
-  meta["param_groups"] = std::to_string(state.param_groups.size());
-  for (std::size_t g = 0; g < state.param_groups.size(); ++g) {
-    const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    std::string params;
-    for (int64_t i : state.param_groups[g].params) params += (params.empty() ? "" : ",") + std::to_string(i);
-    meta[prefix + "params"] = params;
-    for (const auto& [name, v] : state.param_groups[g].options) meta[prefix + name] = optim::format_double(v);
-  }
-  io::NamedTensors tensors;
-  for (const auto& [index, named] : state.state)
-    for (const auto& [key, t] : named) tensors.emplace_back("state." + std::to_string(index) + "." + key, t);
-  io::save_safetensors(path, tensors, meta);
+  const io::SafetensorsFile file = state.to_safetensors(metadata, path.string());
+  io::save_safetensors(path, file.tensors, file.metadata);
 }
 
 }  // namespace xgrad

@@ -194,4 +194,32 @@ TEST(SaveLoad, ABadOptimizerFileChangesNothing) {
   }
 }
 
+TEST(SaveLoad, OptimizerStateInMemoryIsTheSavedFile) {
+  // to_safetensors is what save writes (so a checkpoint can hold it next to other files), and
+  // from() reads it back to the same state
+  TempDir tmp;
+  manual_seed(3);
+  nn::Linear m(3, 2);
+  optim::AdamW opt(m.parameters(), {.lr = 0.01});
+  train_step(m, opt);
+  const optim::OptimizerState sd = opt.state_dict();
+  const io::SafetensorsFile mem = sd.to_safetensors({{"step", "1"}});
+  save(sd, tmp / "o.safetensors", {{"step", "1"}});
+  const io::SafetensorsFile disk = load(tmp / "o.safetensors");
+  ASSERT_EQ(mem.tensors.size(), disk.tensors.size());
+  for (std::size_t i = 0; i < mem.tensors.size(); ++i) {
+    EXPECT_EQ(mem.tensors[i].first, disk.tensors[i].first);
+    EXPECT_EQ(mem.tensors[i].second.to_vector<double>(), disk.tensors[i].second.to_vector<double>());
+  }
+  for (const auto& [k, v] : mem.metadata) EXPECT_EQ(disk.metadata.at(k), v) << k;
+  EXPECT_EQ(mem.metadata.at("optimizer"), "AdamW");
+  EXPECT_EQ(mem.metadata.at("param_groups.0.params"), "0,1");
+  const optim::OptimizerState back = optim::OptimizerState::from(mem);
+  EXPECT_EQ(back.type, sd.type);
+  EXPECT_EQ(back.param_groups[0].options, sd.param_groups[0].options);
+  EXPECT_EQ(back.state.at(1).at("exp_avg_sq").to_vector<float>(),
+            sd.state.at(1).at("exp_avg_sq").to_vector<float>());
+  expect_error([&] { sd.to_safetensors({{"optimizer", "x"}}, "ck"); }, {"ck", "metadata key 'optimizer'"});
+}
+
 }  // namespace

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "checkpoint.h"
-#include "cli.h"
+#include "options.h"
 #include "progress.h"
+#include "train.h"
 #include "train_test_util.h"
 
 using namespace train_lm;

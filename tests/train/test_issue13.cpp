@@ -11,12 +11,11 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "checkpoint.h"
-#include "cli.h"
 #include "cli_capture.h"
+#include "options.h"
 #include "progress.h"
+#include "train.h"
 #include "train_test_util.h"
-#include "trainer.h"
 
 using namespace train_lm;
 using train_test::expect_error;
@@ -236,7 +235,7 @@ TEST_F(Issue13, FailedFirstRunIsRestartable) {
   for (bool resume : {false, true}) {
     fs::remove_all(tmp / "ck");
     { MetricsLog leftover(tmp / "ck" / "metrics.csv", -1); }  // what run_train wrote before step 1
-    ASSERT_FALSE(find_checkpoint(tmp / "ck").has_value());
+    ASSERT_FALSE(xgrad::io::find_checkpoint(tmp / "ck", kModelFile).has_value());
     RunResult r = resume ? run(train_args(tmp, {"--steps", "2", "--eval-interval", "2", "--resume"}))
                          : run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"}));
     EXPECT_EQ(r.code, 0) << (resume ? "--resume: " : "new run: ") << r.out;

@@ -8,14 +8,14 @@
 
 #include <cmath>
 
-#include "checkpoint.h"
-#include "cli.h"
 #include "cli_capture.h"
+#include "options.h"
+#include "train.h"
 #include "train_test_util.h"
-#include "trainer.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;
+using train_test::load_checkpoint_files;
 using train_test::TempDir;
 
 using train_test::RunResult;
@@ -105,10 +105,10 @@ TEST(TrainLm, GradAccumAndTieWeightsTravelWithTheCheckpoint) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("batch 2 x 3 micro-batches"), std::string::npos) << r.out;
   auto files = load_checkpoint_files(ck);
-  const auto cfg = nlohmann::json::parse(files.model.metadata.at("config"));
+  const auto cfg = nlohmann::json::parse(files.at(kModelFile).metadata.at("config"));
   EXPECT_EQ(cfg.at("tie_weights"), true);
   int both = 0;  // state_dict's two names for the tied tensor, as torch saves them
-  for (const auto& [name, t] : files.model.tensors)
+  for (const auto& [name, t] : files.at(kModelFile).tensors)
     both += name == "out_head.weight" || name == "tok_emb.weight";
   EXPECT_EQ(both, 2);
   // resumed: the saved flags come back (a mismatching --tie-weights is refused)

@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "memory.h"
+#include "train.h"
 #include "train_test_util.h"
-#include "trainer.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;

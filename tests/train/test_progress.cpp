@@ -7,7 +7,7 @@
 #include "progress.h"
 #include "train_test_util.h"
 
-using namespace train_lm;
+using namespace xgrad_examples;
 using train_test::expect_error;
 using train_test::slurp;
 using train_test::spit;

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer.h"
+#include "train.h"
 #include "xgrad/xgrad.h"
 
 using train_lm::BatchSampler;
@@ -80,10 +80,10 @@ TEST(BatchSampler, DeterministicPerSeedAndResumable) {
   // save the state after two batches, draw two more; a fresh sampler restored from the state
   // draws the same two
   a.next();
-  auto state = a.get_state();
+  auto state = a.generator().get_state();
   auto a3 = a.next().x.to_vector<int64_t>(), a4 = a.next().y.to_vector<int64_t>();
   BatchSampler r(&data, 4, 16, 999);
-  r.set_state(state);
+  r.generator().set_state(state);
   EXPECT_EQ(r.next().x.to_vector<int64_t>(), a3);
   EXPECT_EQ(r.next().y.to_vector<int64_t>(), a4);
 }

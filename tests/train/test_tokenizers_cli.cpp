@@ -7,12 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint.h"
-#include "cli.h"
+#include "options.h"
+#include "train.h"
 #include "train_test_util.h"
 #include "xgrad/text/tokenizer.h"
 
 using namespace train_lm;
+using train_test::load_checkpoint_files;
 using train_test::spit;
 using train_test::TempDir;
 
@@ -46,8 +47,8 @@ std::vector<std::string> tiny_train(const TempDir& tmp, std::vector<std::string>
 
 std::unique_ptr<xgrad::text::Tokenizer> saved_tokenizer(const TempDir& tmp) {
   auto ck = load_checkpoint_files(tmp / "ck");
-  EXPECT_EQ(ck.model.metadata.at("vocab"), ck.train_state.metadata.at("vocab"));
-  return xgrad::text::tokenizer_from_json(ck.model.metadata.at("vocab"));
+  EXPECT_EQ(ck.at(kModelFile).metadata.at("vocab"), ck.at(kTrainStateFile).metadata.at("vocab"));
+  return xgrad::text::tokenizer_from_json(ck.at(kModelFile).metadata.at("vocab"));
 }
 
 class TokenizersCli : public ::testing::Test {

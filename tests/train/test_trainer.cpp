@@ -8,12 +8,13 @@
 #include <cmath>
 
 #include "core/fixture_reader.h"
+#include "train.h"
 #include "train_test_util.h"
-#include "trainer.h"
 #include "xgrad/xgrad.h"
 
 using namespace train_lm;
 using train_test::expect_error;
+using train_test::load_checkpoint_files;
 using train_test::slurp;
 using train_test::spit;
 using train_test::TempDir;
@@ -110,12 +111,14 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   ASSERT_EQ(a.step(), 5);
   auto ck = load_checkpoint_files(o.checkpoint_dir);
   EXPECT_EQ(ck.dir.filename(), "step_00000005");
-  EXPECT_TRUE(ck.model.checksum_verified);
-  EXPECT_TRUE(ck.model.contains("tok_emb.weight"));
-  EXPECT_TRUE(ck.model.contains("trf_blocks.0.att.W_query.weight"));
-  EXPECT_TRUE(ck.train_state.contains("optim.trf_blocks.0.att.W_query.weight.exp_avg"));
-  EXPECT_TRUE(ck.train_state.contains("optim.tok_emb.weight.exp_avg_sq"));
-  EXPECT_EQ(ck.train_state.metadata.at("step"), "5");
+  EXPECT_TRUE(ck.at(kModelFile).checksum_verified);
+  EXPECT_TRUE(ck.at(kModelFile).contains("tok_emb.weight"));
+  EXPECT_TRUE(ck.at(kModelFile).contains("trf_blocks.0.att.W_query.weight"));
+  // the optimizer's own layout (xgrad::save(opt.state_dict(), path)): state.<flat index>.<key>
+  EXPECT_TRUE(ck.at(kTrainStateFile).contains("state.0.exp_avg"));
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("optimizer"), "AdamW");
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "3");
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("step"), "5");
 
   Trainer b(o, corpus());  // fresh weights: differ from a's
   b.load(ck);
@@ -123,12 +126,14 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   auto sa = a.model().state_dict(), sb = b.model().state_dict();
   ASSERT_EQ(sa.size(), sb.size());
   for (const auto& [name, t] : sa) EXPECT_EQ(t.to_vector<double>(), sb.at(name).to_vector<double>()) << name;
-  auto oa = a.optimizer_tensors(), ob = b.optimizer_tensors();
-  ASSERT_EQ(oa.size(), ob.size());
-  for (std::size_t i = 0; i < oa.size(); ++i) {
-    EXPECT_EQ(oa[i].first, ob[i].first);
-    EXPECT_EQ(oa[i].second.to_vector<double>(), ob[i].second.to_vector<double>()) << oa[i].first;
-  }
+  const auto oa = a.optimizer().state_dict(), ob = b.optimizer().state_dict();
+  ASSERT_EQ(oa.state.size(), ob.state.size());
+  for (const auto& [index, entries] : oa.state)
+    for (const auto& [key, t] : entries)
+      EXPECT_EQ(t.to_vector<double>(), ob.state.at(index).at(key).to_vector<double>()) << index << "." << key;
+  ASSERT_EQ(oa.param_groups.size(), ob.param_groups.size());
+  for (std::size_t g = 0; g < oa.param_groups.size(); ++g)
+    EXPECT_EQ(oa.param_groups[g].options, ob.param_groups[g].options);
   EXPECT_EQ(a.optimizer().lr(0), b.optimizer().lr(0));
   EXPECT_DOUBLE_EQ(a.estimate_loss("val"), b.estimate_loss("val"));
 }
@@ -191,7 +196,7 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
 
   // a model tensor with the wrong shape (checksums are fine: the file is "valid")
   auto bad = ck;
-  for (auto& [name, t] : bad.model.tensors)
+  for (auto& [name, t] : bad.at(kModelFile).tensors)
     if (name == "out_head.weight") t = xgrad::zeros({3, 3});
   Trainer m(o, corpus());
   auto before = m.model().state_dict().clone();
@@ -201,19 +206,56 @@ TEST_F(TrainerTest, LoadRefusesMismatches) {
 
   // optimizer moments of the wrong shape: the model is restored too
   auto bad2 = ck;
-  for (auto& [name, t] : bad2.train_state.tensors)
-    if (name == "optim.out_head.weight.exp_avg") t = xgrad::zeros({2});
+  for (auto& [name, t] : bad2.at(kTrainStateFile).tensors)
+    if (name == "state.0.exp_avg") t = xgrad::zeros({2});
   expect_error([&] { m.load(bad2); }, {"optimizer state does not fit"});
   for (const auto& [name, t] : before)
     EXPECT_EQ(t.to_vector<double>(), m.model().state_dict().at(name).to_vector<double>()) << name;
   EXPECT_EQ(m.step(), 0);
 
   auto bad3 = ck;
-  bad3.train_state.metadata["format_version"] = "99";
+  bad3.at(kTrainStateFile).metadata["format_version"] = "99";
   expect_error([&] { m.load(bad3); }, {"format_version 99"});
   auto bad4 = ck;
-  bad4.train_state.metadata.erase("rng.default");
+  bad4.at(kTrainStateFile).metadata.erase("rng.default");
   expect_error([&] { m.load(bad4); }, {"rng.default"});
+}
+
+TEST_F(TrainerTest, OldCheckpointsResumeBitForBit) {
+  // tests/fixtures/train_lm_v2 (README.md there): a format_version 2 checkpoint at step 4,
+  // AdamW's state by parameter name, and the model the same run had at step 6
+  TempDir tmp;
+  const fs::path fixture = XGRAD_FIXTURES_DIR "/train_lm_v2";
+  fs::create_directories(tmp / "ck");
+  fs::copy(fixture / "step_00000004", tmp / "ck" / "step_00000004");
+  spit(tmp / "ck" / "latest", "step_00000004\n");
+  spit(tmp / "corpus.txt", train_test::ishmael_corpus());
+  auto ck = load_checkpoint_files(tmp / "ck");
+  ASSERT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "2");
+  EXPECT_TRUE(ck.at(kTrainStateFile).contains("optim.out_head.weight.exp_avg"));
+
+  // a name this model does not have is refused
+  auto renamed = ck;
+  for (auto& [name, t] : renamed.at(kTrainStateFile).tensors)
+    if (name == "optim.out_head.weight.exp_avg") name = "optim.head.weight.exp_avg";
+  TrainOptions o = tiny_options(tmp / "unused");
+  o.model.context_length = 8;
+  o.model.emb_dim = 16;
+  Trainer t(o, make_corpus(train_test::ishmael_corpus(), 8, "corpus.txt"));
+  expect_error([&] { t.load(renamed); }, {"'head.weight'", "does not have"});
+
+  ASSERT_EQ(run_cli({"train_lm", "train", "--resume", "--checkpoint-dir", (tmp / "ck").string(), "--data",
+                     (tmp / "corpus.txt").string(), "--no-progress"}),
+            0);
+  const auto want = xgrad::load(fixture / "model_step6.safetensors");
+  const auto got = load_checkpoint_files(tmp / "ck");
+  EXPECT_EQ(got.dir.filename(), "step_00000006");
+  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "3");  // saved in today's format
+  ASSERT_EQ(got.at(kModelFile).tensors.size(), want.tensors.size());
+  for (std::size_t i = 0; i < want.tensors.size(); ++i)
+    EXPECT_EQ(got.at(kModelFile).tensors[i].second.to_vector<float>(),
+              want.tensors[i].second.to_vector<float>())
+        << want.tensors[i].first;
 }
 
 TEST_F(TrainerTest, NanLossStopsWithoutSaving) {
@@ -247,14 +289,14 @@ TEST_F(TrainerTest, CorpusErrors) {
 TEST_F(TrainerTest, TorchCheckpointGivesTorchLogits) {
   // tests/fixtures/gen_safetensors.py saved a torch GPTModel's state_dict with train_lm metadata
   auto ck = load_checkpoint_files(XGRAD_FIXTURES_DIR "/gpt_tiny", /*need_train_state=*/false);
-  EXPECT_FALSE(ck.model.checksum_verified);
-  GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.model.metadata.at("config")));
-  auto tok = CharTokenizer::from_json(ck.model.metadata.at("vocab"));
+  EXPECT_FALSE(ck.at(kModelFile).checksum_verified);
+  GPTConfig cfg = gpt_config_from_json(nlohmann::json::parse(ck.at(kModelFile).metadata.at("config")));
+  auto tok = CharTokenizer::from_json(ck.at(kModelFile).metadata.at("vocab"));
   EXPECT_EQ(tok.vocab_size(), cfg.vocab_size);
   EXPECT_EQ(tok.decode(tok.encode("Ishmaelé")), "Ishmaelé");
   xgrad::nn::GPTModel model(cfg);
   xgrad::nn::StateDict sd;
-  for (const auto& [name, t] : ck.model.tensors) sd.insert(name, t);
+  for (const auto& [name, t] : ck.at(kModelFile).tensors) sd.insert(name, t);
   model.load_state_dict(sd);
   model.eval();
   auto fx = xgrad::testing::read_fixture(XGRAD_FIXTURES_DIR "/gpt_tiny.txt");

@@ -1,9 +1,11 @@
 // tests/train/test_world.cpp: the launch checks of `mpirun -np N train_lm train`
-// (examples/train_lm/world.h) and the world of one the trainer sees without mpirun. The runs
+// (launch_problem, train.h) and the world of one (examples/common/world.h) the trainer sees
+// without mpirun. The runs
 // under mpirun are in tests/distributed/train_mpi_test.sh.
 #include <gtest/gtest.h>
 
 #include "error_message.h"
+#include "train.h"
 #include "world.h"
 #include "xgrad/ops.h"
 
@@ -37,9 +39,8 @@ TEST(World, WithoutALauncherTheWorldIsOneProcess) {
   EXPECT_EQ(mean_over_world(2.5), 2.5);
   EXPECT_TRUE(any_over_world(true));
   EXPECT_FALSE(any_over_world(false));
-  Batch b{xgrad::zeros({4, 3}, xgrad::kInt64), xgrad::zeros({4, 3}, xgrad::kInt64)};
-  Batch mine = world_shard(b);
-  EXPECT_EQ(mine.x.shape(), (xgrad::Shape{4, 3}));
+  xgrad::Tensor b = xgrad::arange(12, xgrad::kInt64).view({4, 3});
+  EXPECT_EQ(shard_rows(b).to_vector<int64_t>(), b.to_vector<int64_t>());
   auto model = std::make_shared<xgrad::nn::Module>();
   EXPECT_EQ(data_parallel(model).get(), model.get());
 }

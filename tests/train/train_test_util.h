@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xgrad/error.h"
+#include "xgrad/io/checkpoint.h"
 
 namespace train_test {
 
@@ -37,6 +38,14 @@ inline std::vector<std::string> tiny_train_args(const fs::path& data, const fs::
                                 "--no-progress"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+// The checkpoint under `path` as train_lm writes it (xgrad/io/checkpoint.h): both files, or for
+// generation the model alone (and the train state when there is one).
+inline xgrad::io::Checkpoint load_checkpoint_files(const fs::path& path, bool need_train_state = true) {
+  const std::string model = "model.safetensors", state = "train_state.safetensors";
+  return need_train_state ? xgrad::io::load_checkpoint(path, {model, state})
+                          : xgrad::io::load_checkpoint(path, {model}, {state});
 }
 
 // A small corpus: one sentence, 60 times.

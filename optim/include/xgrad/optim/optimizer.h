@@ -55,6 +55,11 @@ struct OptimizerState {
   // The state saved by xgrad::save(opt.state_dict(), path) (below), e.g. xgrad::load(path);
   // throws xgrad::Error naming `source` for a key or value that is not of that layout.
   static OptimizerState from(const io::SafetensorsFile& file, const std::string& source = "");
+  // The inverse: the tensors and metadata xgrad::save(state, path, metadata) writes, e.g. to
+  // put them in a checkpoint with other files (xgrad/io/checkpoint.h). `metadata` may add
+  // keys, not the layout's own ("optimizer", "param_groups*"); `source` names the caller in
+  // that error.
+  io::SafetensorsFile to_safetensors(const io::Metadata& metadata = {}, const std::string& source = "") const;
 };
 
 // ---- the interface schedulers and trainers use

@@ -1,4 +1,4 @@
-// examples/train_lm/memory.cpp: see memory.h.
+// examples/common/memory.cpp: see memory.h.
 #include "memory.h"
 
 #include <sys/sysinfo.h>
@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
-namespace train_lm {
+namespace xgrad_examples {
 namespace {
 
 // Floats alive at the peak of a step (the end of the forward pass and the start of backward),
@@ -109,22 +108,4 @@ std::string describe_memory(const MemoryEstimate& e, std::optional<double> avail
   return s;
 }
 
-void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available) {
-  if (!available || e.total_bytes() <= *available) return;
-  const auto& m = o.model;
-  std::ostringstream os;
-  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
-     << format_bytes(*available) << " is available: ";
-  if (e.activation_bytes >= e.state_bytes)
-    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
-       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim
-       << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads "
-       << m.n_heads << " x --context-length); lower --batch-size or --context-length";
-  else
-    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
-       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
-       << "; lower --emb-dim or --n-layers";
-  throw ConfigError(os.str());
-}
-
-}  // namespace train_lm
+}  // namespace xgrad_examples

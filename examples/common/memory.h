@@ -1,4 +1,4 @@
-// examples/train_lm/memory.h: how much memory a training configuration needs, estimated from
+// examples/common/memory.h: how much memory training a GPT needs, estimated from
 // the flags before anything is allocated, and how much this machine (or its cgroup) offers.
 //
 // The estimate is float32 throughout: the weights, their gradients and AdamW's two moments
@@ -11,9 +11,11 @@
 #include <optional>
 #include <string>
 
-#include "config.h"
+#include "xgrad/nn/transformer.h"  // GPTConfig
 
-namespace train_lm {
+namespace xgrad_examples {
+
+using xgrad::nn::GPTConfig;
 
 struct MemoryEstimate {
   double parameters = 0;        // count (double: huge flags must not overflow)
@@ -35,8 +37,4 @@ std::string format_bytes(double bytes);  // "512.0 KiB", "3.4 GiB"
 // One line for the log / --dry-run: parameters, state, activations, total, available.
 std::string describe_memory(const MemoryEstimate& e, std::optional<double> available);
 
-// Throws ConfigError naming the flags that drive the figure when the estimate exceeds what
-// is available.
-void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available);
-
-}  // namespace train_lm
+}  // namespace xgrad_examples

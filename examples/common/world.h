@@ -1,21 +1,21 @@
-// examples/train_lm/world.h: the processes one training run spans (data parallelism).
+// examples/common/world.h: the processes one training run spans (data parallelism), for any
+// example that may run under `mpirun -np N` (train_lm does).
 //
-// `mpirun -np N train_lm train ...` runs N copies; each joins the MPI job here (through
-// xgrad::distributed) and the trainer asks this file the few things it needs: which rank it
-// is, its rows of each global batch, the model wrapped in DistributedDataParallel, and the
-// mean of a number over the ranks. Started without mpirun, or built without MPI, the world is
-// one process and every call here is the identity. Only rank 0 logs, draws the progress bar
-// and writes files; the other ranks log errors only.
+// Each copy joins the MPI job here (through xgrad::distributed) and asks this file the few
+// things a training loop needs: which rank it is, its rows of each global batch, the model
+// wrapped in DistributedDataParallel, and the mean of a number over the ranks. Started without mpirun, or
+// built without MPI, the world is one process and every call here is the identity. Only rank 0 logs, draws
+// the progress bar and writes files; the other ranks log errors only.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "tokenizer.h"
 #include "xgrad/nn/module.h"
+#include "xgrad/tensor.h"
 
-namespace train_lm {
+namespace xgrad_examples {
 
 struct World {
   int rank = 0;
@@ -35,10 +35,6 @@ int launcher_rank();
 // Whether this build can train on several processes (xgrad::distributed was built).
 bool built_with_mpi();
 
-// What is wrong with launching `launcher_size` processes for a global batch of `batch_size`
-// (nothing: nullopt). Used before anything is written; the message says what to change.
-std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size);
-
 // Joins the MPI job when a launcher started several processes (else stays a world of one);
 // rank > 0 then logs errors only. leave_world() ends it (MPI_Finalize) at the end of the run.
 void join_world();
@@ -52,12 +48,12 @@ double mean_over_world(double v);
 bool any_over_world(bool v);
 void world_barrier();
 
-// This rank's rows of a global batch: rows [rank * B / N, (rank + 1) * B / N).
-Batch world_shard(const Batch& global);
+// This rank's rows of a global batch (B, ...): rows [rank * B / N, (rank + 1) * B / N).
+xgrad::Tensor shard_rows(const xgrad::Tensor& global);
 
 // The module the training loop calls: DistributedDataParallel(model) when the world has
 // several processes (rank 0's weights broadcast now, gradients averaged after backward()),
 // the model itself otherwise.
 std::shared_ptr<xgrad::nn::Module> data_parallel(std::shared_ptr<xgrad::nn::Module> model);
 
-}  // namespace train_lm
+}  // namespace xgrad_examples

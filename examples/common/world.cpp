@@ -1,5 +1,5 @@
-// examples/train_lm/world.cpp: see world.h. The MPI parts are compiled when CMake built
-// xgrad::distributed (TRAIN_LM_WITH_MPI); the rest is the world of one.
+// examples/common/world.cpp: see world.h. The MPI parts are compiled when CMake built
+// xgrad::distributed (XGRAD_EXAMPLES_WITH_MPI); the rest is the world of one.
 #include "world.h"
 
 #include <spdlog/spdlog.h>
@@ -11,11 +11,11 @@
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
 #include "xgrad/distributed.h"
 #endif
 
-namespace train_lm {
+namespace xgrad_examples {
 
 namespace {
 World g_world;
@@ -37,37 +37,15 @@ int launcher_rank() {
 }
 
 bool built_with_mpi() {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   return true;
 #else
   return false;
 #endif
 }
 
-std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size) {
-  const std::string n = std::to_string(launcher_size);
-  if (launcher_size > 1 && !with_mpi)
-    return "this train_lm was built without MPI (no libopenmpi-dev at configure time, or "
-           "-DXGRAD_WITH_MPI=OFF), so it cannot train on the " +
-           n +
-           " processes mpirun started; "
-           "install OpenMPI (scripts/deps.sh) and rebuild, or run train_lm without mpirun";
-  if (launcher_size > batch_size)
-    return "--batch-size " + std::to_string(batch_size) + " is the global batch, shared by the " + n +
-           " processes: it must be at least " + n +
-           " (one row per process); raise --batch-size "
-           "or start fewer processes (mpirun -np)";
-  if (batch_size % launcher_size != 0)
-    return "--batch-size " + std::to_string(batch_size) +
-           " is the global batch and must divide "
-           "evenly among the " +
-           n + " processes; use a multiple of " + n + " (e.g. " +
-           std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
-  return std::nullopt;
-}
-
 void join_world() {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (launcher_world_size() <= 1 || xgrad::distributed::is_initialized()) return;
   xgrad::distributed::init_process_group();
   g_world.rank = xgrad::distributed::get_rank();
@@ -85,7 +63,7 @@ void join_world() {
 }
 
 void leave_world() {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (!xgrad::distributed::is_initialized()) return;
   xgrad::distributed::destroy_process_group();
   g_world = World{};
@@ -93,7 +71,7 @@ void leave_world() {
 }
 
 int abort_world(int code) {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (g_world.size > 1) {
     spdlog::default_logger()->flush();
     xgrad::distributed::abort_process_group(code);
@@ -103,7 +81,7 @@ int abort_world(int code) {
 }
 
 double mean_over_world(double v) {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (g_world.size > 1) {
     xgrad::Tensor t = xgrad::from_vector(std::vector<double>{v}, {1});
     xgrad::distributed::all_reduce(t, xgrad::distributed::ReduceOp::Avg);
@@ -114,7 +92,7 @@ double mean_over_world(double v) {
 }
 
 bool any_over_world(bool v) {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (g_world.size > 1) {
     xgrad::Tensor t = xgrad::from_vector(std::vector<int64_t>{v ? 1 : 0}, {1});
     xgrad::distributed::all_reduce(t, xgrad::distributed::ReduceOp::Max);
@@ -125,23 +103,22 @@ bool any_over_world(bool v) {
 }
 
 void world_barrier() {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (g_world.size > 1) xgrad::distributed::barrier();
 #endif
 }
 
-Batch world_shard(const Batch& global) {
+xgrad::Tensor shard_rows(const xgrad::Tensor& global) {
   if (g_world.size == 1) return global;
-  const int64_t per = global.x.size(0) / g_world.size;
-  return {global.x.narrow(0, per * g_world.rank, per).contiguous(),
-          global.y.narrow(0, per * g_world.rank, per).contiguous()};
+  const int64_t per = global.size(0) / g_world.size;
+  return global.narrow(0, per * g_world.rank, per).contiguous();
 }
 
 std::shared_ptr<xgrad::nn::Module> data_parallel(std::shared_ptr<xgrad::nn::Module> model) {
-#ifdef TRAIN_LM_WITH_MPI
+#ifdef XGRAD_EXAMPLES_WITH_MPI
   if (g_world.size > 1) return std::make_shared<xgrad::distributed::DistributedDataParallel>(model);
 #endif
   return model;
 }
 
-}  // namespace train_lm
+}  // namespace xgrad_examples

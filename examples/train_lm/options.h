@@ -1,0 +1,129 @@
+// examples/train_lm/options.h: the configuration (nanoGPT's config block and configurator):
+// the options of `train`, `generate` and `tokenize`, the presets, the command line (CLI11),
+// validation, and the JSON saved in every checkpoint so `--resume` continues with the same
+// options and `generate` rebuilds the same model.
+//
+// Every `train` flag is one row of for_each_train_flag (options.cpp): its name, field, help
+// and whether the checkpoint keeps it. The command line, --resume's merge and the JSON all
+// walk that one list; a numeric flag's range is one row of kRanges (README's range column).
+#pragma once
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "xgrad/nn/transformer.h"  // GPTConfig
+
+namespace train_lm {
+
+using xgrad::nn::GPTConfig;
+
+// One flag's problem, worded for the command line ("--n-heads must be positive, got 0"):
+// exit code 2.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --tokenizer char (the characters of the corpus), gpt2 (GPT-2's BPE from gpt2_vocab_dir) or
+// bpe (bpe_merges merges learnt from the corpus, or those saved in bpe_file).
+struct TokenizerSpec {
+  std::string kind = "char";
+  std::string gpt2_vocab_dir = "data/gpt2";
+  int64_t bpe_merges = 1000;
+  std::string bpe_file;
+};
+
+struct TrainOptions {
+  std::string preset = "small";  // tiny | small | medium: defaults for the model and batch
+  GPTConfig model{};             // vocab_size is set from the corpus
+  int64_t batch_size = 16;       // sequences per micro-batch (the global batch under mpirun)
+  int64_t grad_accum = 1;        // micro-batches per optimizer step
+  int64_t steps = 2000;          // also the length of the cosine schedule
+  double time_budget = 0;        // seconds; 0 = no limit. Stops early (and saves) when spent
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int64_t warmup = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double grad_clip = 1.0;       // 0 = off
+  int64_t eval_interval = 250;  // also the checkpoint interval
+  int64_t eval_iters = 20;
+  uint64_t seed = 1337;
+  int threads = 0;  // 0 = xgrad's default
+  std::string checkpoint_dir = "checkpoints/train_lm";
+  bool resume = false;
+  int keep_checkpoints = 2;
+  int64_t sample_length = 200;  // tokens sampled at each eval; 0 = none
+  double temperature = 0.8;
+  int64_t top_k = 0;     // 0 = all tokens
+  double top_p = 1.0;    // nucleus sampling; 1 = all tokens
+  bool dry_run = false;  // validate, estimate memory, print, write nothing
+  std::string data = "data/moby_dick.txt";
+  std::string metrics;   // default: <checkpoint_dir>/metrics.csv
+  bool progress = true;  // live progress bar when stdout is a terminal
+  TokenizerSpec tokenizer;
+  int64_t profile = 0;  // profile this many optimizer steps (xgrad::profiler); 0 = off
+
+  // The flags given on the command line ("emb-dim", "lr", ...): on --resume the others come
+  // from the checkpoint.
+  std::set<std::string> explicit_flags;
+
+  std::string metrics_path() const { return metrics.empty() ? checkpoint_dir + "/metrics.csv" : metrics; }
+};
+
+struct GenerateOptions {
+  std::string checkpoint = "checkpoints/train_lm";
+  std::string prompt = "Call me";
+  int64_t max_new_tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 1337;
+  int threads = 0;
+  bool kv_cache = true;  // --no-kv-cache: recompute the whole window for every token
+};
+
+struct TokenizeOptions {
+  TokenizerSpec tokenizer;
+  std::string data = "data/moby_dick.txt";
+};
+
+// ---- the command line
+struct CliParse {
+  enum Kind { kTrain, kGenerate, kTokenize, kExit } kind = kExit;
+  TrainOptions train;
+  GenerateOptions generate;
+  TokenizeOptions tokenize;
+  int exit_code = 0;  // for kExit (--help: 0; a bad flag: 2, already printed)
+};
+// args[0] is the program name. Applies the preset and validates (a --resume run is validated
+// after merging the checkpoint's options); problems are printed and returned as kExit.
+CliParse parse_cli(const std::vector<std::string>& args);
+// main(): parses and runs the command; the exit code (0 ok, 1 runtime error, 2 bad usage).
+int run_cli(const std::vector<std::string>& args);
+
+// Checks a numeric flag's text before any conversion (so nothing is clamped or wrapped):
+// "" when it parses and lies in the flag's range, else the message naming the flag.
+std::string check_flag_text(const std::string& flag, const std::string& text);
+
+// ---- validation (throws ConfigError naming the flag)
+void apply_preset(TrainOptions& o, const std::string& preset);
+void validate(const TrainOptions& o);
+void validate(const GenerateOptions& o);
+void validate(const TokenizerSpec& t);
+void validate_model(const GPTConfig& c, bool with_vocab);  // vocab_size when with_vocab
+
+// ---- what a checkpoint keeps
+nlohmann::json to_json(const GPTConfig& c);
+GPTConfig gpt_config_from_json(const nlohmann::json& j);  // throws ConfigError for bad fields
+std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now);
+nlohmann::json train_options_to_json(const TrainOptions& o);  // the hyperparameters, not paths
+// On --resume: options not given on the command line are taken from the checkpoint; a model
+// flag or --tokenizer that disagrees with it is an error.
+void merge_saved_options(TrainOptions& o, const nlohmann::json& saved_train, const GPTConfig& saved_model);
+
+}  // namespace train_lm
