@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "attention_kernel.h"
@@ -203,11 +204,15 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
       auto w_buf = scratch<T>(pw ? 0 : wsize);
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
-      for (int64_t b = b0; b < b1; ++b)
+      for (int64_t b = b0; b < b1; ++b) {
+        if (b + 1 < b1)
+          for (auto [t, o, m] : {std::tuple{&q, &oq, P.E}, std::tuple{&k, &ok, P.E}, std::tuple{&v, &ov, P.Ev}})
+            attention_kernel::prefetch_rows(matrix<T>(*t, *o, b + 1), o->ld, t->size(-2), m);
         attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
                                           matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
                                           pw ? pw + b * wsize : w_buf.get(), pkeep ? pkeep + b * LS : nullptr,
                                           work.get());
+      }
     });
   });
   if (!need_grad) return out;
@@ -241,12 +246,18 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                     const auto* pkeep = keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
                     parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
                       auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-                      for (int64_t b = b0; b < b1; ++b)
+                      for (int64_t b = b0; b < b1; ++b) {
+                        if (b + 1 < b1)
+                          for (auto [t, o, m] : {std::tuple{&q, &oq, P.E}, std::tuple{&k, &ok, P.E},
+                                                 std::tuple{&v, &ov, P.Ev}, std::tuple{&dout, &odo, P.Ev}})
+                            attention_kernel::prefetch_rows(matrix<T>(*t, *o, b + 1), o->ld,
+                                                            t->defined() ? t->size(-2) : 0, m);
                         attention_kernel::backward_head<T>(
                             P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b), ov.ld,
                             matrix<T>(dout, odo, b), odo.ld, pw + b * wsize, pkeep ? pkeep + b * LS : nullptr,
                             matrix<T>(d[0], odq, b), odq.ld, matrix<T>(d[1], odk, b), odk.ld,
                             matrix<T>(d[2], odv, b), odv.ld, work.get());
+                      }
                     });
                   });
                   for (std::size_t i = 0; i < 3; ++i)

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>  // keep_factors' byte test
@@ -165,25 +166,93 @@ void row_panel(int64_t mr, int64_t n, int64_t kc, const T* a, int64_t lda, BAt b
 // x (n rows of m values, row stride ldx) -> out (n, mp) rows, zero-padded to mp >= m
 template <class T>
 void pack_rows(const T* x, int64_t ldx, int64_t n, int64_t m, int64_t mp, T* out) {
+  constexpr int64_t W = kW<T>;
+  const int64_t mv = m / W * W;  // whole vectors
   for (int64_t i = 0; i < n; ++i) {
-    std::copy(x + i * ldx, x + i * ldx + m, out + i * mp);
-    std::fill(out + i * mp + m, out + (i + 1) * mp, T(0));
+    const T* xi = x + i * ldx;
+    T* oi = out + i * mp;
+    for (int64_t e = 0; e < mv; e += W) V<T>::load_unaligned(xi + e).store_unaligned(oi + e);
+    for (int64_t e = mv; e < m; ++e) oi[e] = xi[e];
+    for (int64_t e = m; e < mp; ++e) oi[e] = T(0);
   }
 }
 
+#if XSIMD_WITH_AVX512F
+// out[l * ldo + i] = in[i * ldi + l] for i, l < 16: a 16 x 16 float block transposed in
+// registers (pairs, quads, then 128-bit lanes twice). GCC 12's intrinsics start from
+// _mm512_undefined_ps, which -Wuninitialized reports once inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose_16x16(const float* in, int64_t ldi, float* out, int64_t ldo) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ldi);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 4)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(t[i + h]), b = _mm512_castps_pd(t[i + h + 2]);
+      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+#pragma GCC unroll 16
+  for (int h = 0; h < 16; h += 8)
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l) _mm512_storeu_ps(out + l * ldo, r[l]);
+}
+#pragma GCC diagnostic pop
+#endif
+
 // x (n rows of m values, row stride ldx) -> x^T as slivers of kNR columns: sliver s holds
-// x^T[:, s kNR : (s + 1) kNR] as (m, kNR) rows, zero-padded past n.
+// x^T[:, s kNR : (s + 1) kNR] as (m, kNR) rows, zero-padded past n. Whole 16 x 16 float
+// blocks go through transpose_16x16 (AVX-512), the rest element by element, row by row.
 template <class T>
 void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* out) {
   constexpr int64_t NR = kNR<T>;
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
     T* s = out + j0 * m;
     const int64_t nr = std::min(NR, n - j0);
-    for (int64_t e = 0; e < m; ++e) {
-      for (int64_t j = 0; j < nr; ++j) s[e * NR + j] = x[(j0 + j) * ldx + e];
-      std::fill(s + e * NR + nr, s + (e + 1) * NR, T(0));
+    int64_t jb = 0, mb = 0;  // rows below jb and columns below mb done by blocks
+#if XSIMD_WITH_AVX512F
+    if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
+      jb = nr / 16 * 16;
+      mb = m / 16 * 16;
+      for (int64_t j = 0; j < jb; j += 16)
+        for (int64_t e = 0; e < mb; e += 16) transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
     }
+#endif
+    for (int64_t j = 0; j < nr; ++j) {
+      const T* xj = x + (j0 + j) * ldx;
+      for (int64_t e = j < jb ? mb : 0; e < m; ++e) s[e * NR + j] = xj[e];
+    }
+    for (int64_t e = 0; e < m; ++e) std::fill(s + e * NR + nr, s + (e + 1) * NR, T(0));
   }
+}
+
+// Starts loading n rows of m values (row stride ldx) into the cache: the next matrix's
+// operands, while this one computes (they are strided rows of the (B, T, H, D) tensors, a
+// first touch that the prefetchers would only follow row by row).
+template <class T>
+void prefetch_rows(const T* x, int64_t ldx, int64_t n, int64_t m) {
+  if (!x) return;
+  constexpr int64_t kPerLine = 64 / static_cast<int64_t>(sizeof(T));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t e = 0; e < m; e += kPerLine) __builtin_prefetch(x + i * ldx + e);
 }
 
 // ---- row passes
@@ -194,6 +263,20 @@ inline auto lanes_below(int64_t k) {
   static_assert(kW<T> <= 16);
   alignas(64) static constexpr T kIota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   return V<T>::load_aligned(kIota) < V<T>(static_cast<T>(std::min<int64_t>(k, 16)));
+}
+
+// the largest lane of v
+template <class T>
+inline T hmax(const V<T>& v) {
+#if XSIMD_WITH_AVX512F
+  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, float>) return _mm512_reduce_max_ps(v);
+  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, double>) return _mm512_reduce_max_pd(v);
+#endif
+  alignas(64) T lanes[kW<T>];
+  v.store_aligned(lanes);
+  T m = lanes[0];
+  for (int64_t l = 1; l < kW<T>; ++l) m = std::max(m, lanes[l]);
+  return m;
 }
 
 // dropout()'s multiplier of the batch at keep: keep_scale where the mask byte is set, else 0
@@ -234,7 +317,9 @@ void softmax_strip(const Geometry<T>& g, T* w, const uint8_t* keep, T* wd, int64
         const int64_t j = ne - W;
         xsimd::select(lanes_below<T>(n - j), V<T>::load_unaligned(row + j), V<T>(ninf)).store_unaligned(row + j);
       }
-      red[i - i0] = vec::max(row, ne);
+      V<T> mx(ninf);
+      for (int64_t j = 0; j < ne; j += W) mx = xsimd::max(mx, V<T>::load_unaligned(row + j));
+      red[i - i0] = hmax(mx);
     }
     for (int64_t i = i0; i < i1; ++i) {  // exp(scores - max) in place; red = 1 / sum
       const int64_t n = g.P.valid(i);
