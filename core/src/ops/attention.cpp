@@ -22,11 +22,12 @@
 // backward_head, add gradcheck rows (tests/core/gradcheck_rows_attention.cpp) and an
 // equivalence case against the composed ops (tests/core/test_attention.cpp).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <numeric>
-#include <tuple>
 #include <vector>
 
 #include "attention_kernel.h"
@@ -139,6 +140,21 @@ T* matrix(const Tensor& t, const Operand& o, int64_t b) {
   return t.defined() ? t.data_ptr<T>() + o.off[static_cast<std::size_t>(b)] : nullptr;
 }
 
+// Runs every matrix b in [0, nb) on xgrad's threads, each matrix whole on one thread (so its
+// bits do not depend on the thread count): worker(each) sets up a thread's scratch and calls
+// each(f), which runs f(b) for the matrices this thread takes -- in increasing order, the next
+// one whenever it is free (an uneven machine keeps both threads busy; the dropout draws,
+// sequential, overlap the other threads' work).
+template <class Worker>
+void for_each_matrix(int64_t nb, Worker&& worker) {
+  std::atomic<int64_t> next{0};
+  parallel_for(0, nb, 1, [&](int64_t, int64_t) {
+    worker([&](auto&& f) {
+      for (int64_t b = next.fetch_add(1); b < nb; b = next.fetch_add(1)) f(b);
+    });
+  });
+}
+
 // Scratch for one parallel_for chunk: uninitialised, only the parts a kernel writes are read.
 template <class T>
 std::unique_ptr<T[]> scratch(int64_t n) {
@@ -179,19 +195,28 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     out = empty(out_shape, dt);
   }
   const bool need_grad = GradMode::is_enabled() && any_requires_grad({query, key, value});
-  // dropout()'s draws: bernoulli(1 - p) over a contiguous (..., L, S) tensor, in one call,
-  // straight into the byte mask (padded: the kernel reads its rows in whole vectors); p == 1
-  // draws nothing (dropout() multiplies by zeros then)
+  // dropout()'s draws: bernoulli(1 - p) over a contiguous (..., L, S) byte mask (padded: the
+  // kernel reads its rows in whole vectors), matrix by matrix in order as the threads reach
+  // them -- the same stream as dropout()'s one call; p == 1 draws nothing (dropout()
+  // multiplies by zeros then)
   Tensor keep;
+  uint8_t* bytes = nullptr;
   if (P.dropout()) {
     const int64_t pad = dt == kFloat64 ? attention_kernel::keep_padding<double>(P)
                                        : attention_kernel::keep_padding<float>(P);
     keep = empty({nb * LS + pad}, kBool);
-    auto* bytes = static_cast<uint8_t*>(keep.raw_data_ptr());
+    bytes = static_cast<uint8_t*>(keep.raw_data_ptr());
     std::memset(bytes + nb * LS, 0, static_cast<std::size_t>(pad));
-    if (dropout_p < 1.0) (gen ? *gen : default_generator()).bernoulli(keep.data_ptr<bool>(), nb * LS, 1.0 - dropout_p);
-    else std::memset(bytes, 0, static_cast<std::size_t>(nb * LS));
+    if (dropout_p == 1.0) std::memset(bytes, 0, static_cast<std::size_t>(nb * LS));
   }
+  Generator& g = gen ? *gen : default_generator();
+  std::mutex draw_mutex;
+  int64_t drawn = dropout_p > 0.0 && dropout_p < 1.0 ? 0 : nb;  // matrices whose mask is drawn
+  auto draw_masks_through = [&](int64_t b) {
+    std::lock_guard<std::mutex> lock(draw_mutex);
+    for (; drawn <= b; ++drawn)
+      g.bernoulli(reinterpret_cast<bool*>(bytes + drawn * LS), LS, 1.0 - dropout_p);
+  };
   Tensor weights;  // W (..., L, Sp): the softmax output, rows padded to whole tiles
 
   const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
@@ -200,19 +225,16 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;  // one matrix's W
     if (need_grad) weights = empty({nb * wsize}, dt);
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
-    const auto* pkeep = keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
-    parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+    for_each_matrix(nb, [&](auto&& each) {
       auto w_buf = scratch<T>(pw ? 0 : wsize);
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
-      for (int64_t b = b0; b < b1; ++b) {
-        if (b + 1 < b1)
-          for (auto [t, o, m] : {std::tuple{&q, &oq, P.E}, std::tuple{&k, &ok, P.E}, std::tuple{&v, &ov, P.Ev}})
-            attention_kernel::prefetch_rows(matrix<T>(*t, *o, b + 1), o->ld, t->size(-2), m);
+      each([&](int64_t b) {
+        draw_masks_through(b);
         attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
                                           matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
-                                          pw ? pw + b * wsize : w_buf.get(), pkeep ? pkeep + b * LS : nullptr,
+                                          pw ? pw + b * wsize : w_buf.get(), bytes ? bytes + b * LS : nullptr,
                                           work.get());
-      }
+      });
     });
   });
   if (!need_grad) return out;
@@ -244,20 +266,15 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                     const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;
                     const T* pw = weights.data_ptr<T>();
                     const auto* pkeep = keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
-                    parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+                    for_each_matrix(nb, [&](auto&& each) {
                       auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-                      for (int64_t b = b0; b < b1; ++b) {
-                        if (b + 1 < b1)
-                          for (auto [t, o, m] : {std::tuple{&q, &oq, P.E}, std::tuple{&k, &ok, P.E},
-                                                 std::tuple{&v, &ov, P.Ev}, std::tuple{&dout, &odo, P.Ev}})
-                            attention_kernel::prefetch_rows(matrix<T>(*t, *o, b + 1), o->ld,
-                                                            t->defined() ? t->size(-2) : 0, m);
+                      each([&](int64_t b) {
                         attention_kernel::backward_head<T>(
                             P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b), ov.ld,
                             matrix<T>(dout, odo, b), odo.ld, pw + b * wsize, pkeep ? pkeep + b * LS : nullptr,
                             matrix<T>(d[0], odq, b), odq.ld, matrix<T>(d[1], odk, b), odk.ld,
                             matrix<T>(d[2], odv, b), odv.ld, work.get());
-                      }
+                      });
                     });
                   });
                   for (std::size_t i = 0; i < 3; ++i)

@@ -244,17 +244,6 @@ void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* o
   }
 }
 
-// Starts loading n rows of m values (row stride ldx) into the cache: the next matrix's
-// operands, while this one computes (they are strided rows of the (B, T, H, D) tensors, a
-// first touch that the prefetchers would only follow row by row).
-template <class T>
-void prefetch_rows(const T* x, int64_t ldx, int64_t n, int64_t m) {
-  if (!x) return;
-  constexpr int64_t kPerLine = 64 / static_cast<int64_t>(sizeof(T));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t e = 0; e < m; e += kPerLine) __builtin_prefetch(x + i * ldx + e);
-}
-
 // ---- row passes
 
 // lanes l < k of a batch (none for k <= 0)
