@@ -132,7 +132,9 @@ struct Operand {
   std::vector<int64_t> off;
   int64_t ld = 1;
 };
-Operand operand(const Tensor& t) { return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{}; }
+Operand operand(const Tensor& t) {
+  return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{};
+}
 
 // Matrix b of operand t, or null when t is not used.
 template <class T>
@@ -202,8 +204,8 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   Tensor keep;
   uint8_t* bytes = nullptr;
   if (P.dropout()) {
-    const int64_t pad = dt == kFloat64 ? attention_kernel::keep_padding<double>(P)
-                                       : attention_kernel::keep_padding<float>(P);
+    const int64_t pad =
+        dt == kFloat64 ? attention_kernel::keep_padding<double>(P) : attention_kernel::keep_padding<float>(P);
     keep = empty({nb * LS + pad}, kBool);
     bytes = static_cast<uint8_t*>(keep.raw_data_ptr());
     std::memset(bytes + nb * LS, 0, static_cast<std::size_t>(pad));
@@ -214,8 +216,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   int64_t drawn = dropout_p > 0.0 && dropout_p < 1.0 ? 0 : nb;  // matrices whose mask is drawn
   auto draw_masks_through = [&](int64_t b) {
     std::lock_guard<std::mutex> lock(draw_mutex);
-    for (; drawn <= b; ++drawn)
-      g.bernoulli(reinterpret_cast<bool*>(bytes + drawn * LS), LS, 1.0 - dropout_p);
+    for (; drawn <= b; ++drawn) g.bernoulli(reinterpret_cast<bool*>(bytes + drawn * LS), LS, 1.0 - dropout_p);
   };
   Tensor weights;  // W (..., L, Sp): the softmax output, rows padded to whole tiles
 
@@ -265,15 +266,16 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                     using T = decltype(tag);
                     const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;
                     const T* pw = weights.data_ptr<T>();
-                    const auto* pkeep = keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
+                    const auto* pkeep =
+                        keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
                     for_each_matrix(nb, [&](auto&& each) {
                       auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
                       each([&](int64_t b) {
                         attention_kernel::backward_head<T>(
-                            P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b), ov.ld,
-                            matrix<T>(dout, odo, b), odo.ld, pw + b * wsize, pkeep ? pkeep + b * LS : nullptr,
-                            matrix<T>(d[0], odq, b), odq.ld, matrix<T>(d[1], odk, b), odk.ld,
-                            matrix<T>(d[2], odv, b), odv.ld, work.get());
+                            P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b),
+                            ov.ld, matrix<T>(dout, odo, b), odo.ld, pw + b * wsize,
+                            pkeep ? pkeep + b * LS : nullptr, matrix<T>(d[0], odq, b), odq.ld,
+                            matrix<T>(d[1], odk, b), odk.ld, matrix<T>(d[2], odv, b), odv.ld, work.get());
                       });
                     });
                   });

@@ -50,9 +50,9 @@ template <class T>
 using V = xsimd::batch<T>;
 template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
-inline constexpr int64_t kNV = 2;                                   // vectors per tile row
+inline constexpr int64_t kNV = 2;                                // vectors per tile row
 template <class T>
-inline constexpr int64_t kNR = kNV * kW<T>;  // tile columns
+inline constexpr int64_t kNR = kNV* kW<T>;  // tile columns
 #if XSIMD_WITH_AVX512F
 inline constexpr int64_t kMR = 14;  // tile rows: 28 accumulators of 32 registers
 #else
@@ -144,8 +144,8 @@ inline void micro_tile_rows(int64_t mr, int64_t kc, const T* a, int64_t lda, con
 // C's rows have room up to whole vectors when c_padded; else a ragged last tile goes through a
 // local one.
 template <class T, bool TA, class BAt>
-void row_panel(int64_t mr, int64_t n, int64_t kc, const T* a, int64_t lda, BAt b_at, T alpha, T* c, int64_t ldc,
-               bool c_padded) {
+void row_panel(int64_t mr, int64_t n, int64_t kc, const T* a, int64_t lda, BAt b_at, T alpha, T* c,
+               int64_t ldc, bool c_padded) {
   constexpr int64_t W = kW<T>, NR = kNR<T>;
   for (int64_t j0 = 0; j0 < n; j0 += NR) {
     const auto [b, ldb] = b_at(j0);
@@ -304,7 +304,8 @@ void softmax_strip(const Geometry<T>& g, T* w, const uint8_t* keep, T* wd, int64
       const int64_t n = g.P.valid(i), ne = round_up(n, W);
       if (n % W) {
         const int64_t j = ne - W;
-        xsimd::select(lanes_below<T>(n - j), V<T>::load_unaligned(row + j), V<T>(ninf)).store_unaligned(row + j);
+        xsimd::select(lanes_below<T>(n - j), V<T>::load_unaligned(row + j), V<T>(ninf))
+            .store_unaligned(row + j);
       }
       V<T> mx(ninf);
       for (int64_t j = 0; j < ne; j += W) mx = xsimd::max(mx, V<T>::load_unaligned(row + j));
@@ -394,8 +395,8 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
                   T* out, int64_t ldo, T* w, const uint8_t* keep, T* scratch) {
   const Geometry<T> g(p);
   const int64_t Sp = g.Sp, E = p.E, Ev = p.Ev, Evp = g.Evp;
-  T* kt = scratch;       // k^T slivers (E, kNR)
-  T* vp = kt + Sp * E;   // v rows (S, Evp)
+  T* kt = scratch;         // k^T slivers (E, kNR)
+  T* vp = kt + Sp * E;     // v rows (S, Evp)
   T* wd = vp + p.S * Evp;  // the strip's W' (block, Sp) when dropping
   pack_transposed_slivers(k, ldk, p.S, E, kt);
   pack_rows(v, ldv, p.S, Ev, Evp, vp);
@@ -406,7 +407,8 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
     const int64_t r1 = std::min(r0 + p.block, p.L);
     for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // P = scale * q k^T, up to each tile's last key
       const int64_t mr = std::min(g.tile, r1 - i0);
-      row_panel<T, false>(mr, p.valid(i0 + mr - 1), E, q + i0 * ldq, ldq, kt_at, scale, w + i0 * Sp, Sp, true);
+      row_panel<T, false>(mr, p.valid(i0 + mr - 1), E, q + i0 * ldq, ldq, kt_at, scale, w + i0 * Sp, Sp,
+                          true);
     }
     softmax_strip(g, w, keep, keep ? wd : nullptr, r0, r1);
     for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // out = W' v
@@ -433,12 +435,12 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   const Geometry<T> g(p);
   const int64_t L = p.L, S = p.S, Sp = g.Sp, E = p.E, Ev = p.Ev, Ep = g.Ep, Evp = g.Evp;
   const bool want_s = dq || dk, dropped = keep && dv;  // dv needs W' materialised
-  T* vt = scratch;         // v^T slivers (Ev, kNR)
-  T* kp = vt + Sp * Ev;    // k rows (S, Ep)
-  T* qp = kp + S * Ep;     // q rows (L, Ep)
-  T* dop = qp + L * Ep;    // dO rows (L, Evp)
-  T* ds = dop + L * Evp;   // dW', then dS (L, Sp)
-  T* wd = ds + L * Sp;     // W' (L, Sp)
+  T* vt = scratch;                                     // v^T slivers (Ev, kNR)
+  T* kp = vt + Sp * Ev;                                // k rows (S, Ep)
+  T* qp = kp + S * Ep;                                 // q rows (L, Ep)
+  T* dop = qp + L * Ep;                                // dO rows (L, Evp)
+  T* ds = dop + L * Evp;                               // dW', then dS (L, Sp)
+  T* wd = ds + L * Sp;                                 // W' (L, Sp)
   if (want_s) pack_transposed_slivers(v, ldv, S, Ev, vt);
   if (dq) pack_rows(k, ldk, S, E, Ep, kp);
   if (dk) pack_rows(q, ldq, L, E, Ep, qp);
@@ -450,8 +452,8 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
     if (want_s)
       for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // dW' = dO v^T
         const int64_t mr = std::min(g.tile, r1 - i0);
-        row_panel<T, false>(mr, p.valid(i0 + mr - 1), Ev, dout + i0 * lddo, lddo, vt_at, T(1), ds + i0 * Sp, Sp,
-                            true);
+        row_panel<T, false>(mr, p.valid(i0 + mr - 1), Ev, dout + i0 * lddo, lddo, vt_at, T(1), ds + i0 * Sp,
+                            Sp, true);
       }
     softmax_backward_strip(g, w, keep, want_s ? ds : nullptr, dropped ? wd : nullptr, r0, r1);
     if (dq)
@@ -467,8 +469,10 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
     const int64_t mr = std::min(g.tile, S - j0), i0 = p.causal ? std::min(j0, L) : 0;
     auto qp_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(qp + i0 * Ep + e0, Ep); };
     auto dop_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(dop + i0 * Evp + e0, Evp); };
-    if (dk) row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
-    if (dv) row_panel<T, true>(mr, Ev, L - i0, wv + i0 * Sp + j0, Sp, dop_at, T(1), dv + j0 * lddv, lddv, false);
+    if (dk)
+      row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
+    if (dv)
+      row_panel<T, true>(mr, Ev, L - i0, wv + i0 * Sp + j0, Sp, dop_at, T(1), dv + j0 * lddv, lddv, false);
   }
 }
 
