@@ -177,6 +177,15 @@ void pack_rows(const T* x, int64_t ldx, int64_t n, int64_t m, int64_t mp, T* out
   }
 }
 
+// The B operand of rows x (n rows of m values, row stride ldx): x itself when its rows are whole
+// vectors, else packed into buf as (n, round_up(m, W)) rows. Returns the rows and their stride.
+template <class T>
+std::pair<const T*, int64_t> b_rows(const T* x, int64_t ldx, int64_t n, int64_t m, T* buf) {
+  if (m % kW<T> == 0) return {x, ldx};
+  pack_rows(x, ldx, n, m, round_up(m, kW<T>), buf);
+  return {buf, round_up(m, kW<T>)};
+}
+
 #if XSIMD_WITH_AVX512F
 // out[l * ldo + i] = in[i * ldi + l] for i, l < 16: a 16 x 16 float block transposed in
 // registers (pairs, quads, then 128-bit lanes twice). GCC 12's intrinsics start from
@@ -399,9 +408,9 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
   T* vp = kt + Sp * E;     // v rows (S, Evp)
   T* wd = vp + p.S * Evp;  // the strip's W' (block, Sp) when dropping
   pack_transposed_slivers(k, ldk, p.S, E, kt);
-  pack_rows(v, ldv, p.S, Ev, Evp, vp);
+  const auto [vb, ldvb] = b_rows(v, ldv, p.S, Ev, vp);
   auto kt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kt + j0 * E, kNR<T>); };
-  auto vp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vp + j0, Evp); };
+  auto vp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vb + j0, ldvb); };
   const T scale = static_cast<T>(p.scale);
   for (int64_t r0 = 0; r0 < p.L; r0 += p.block) {
     const int64_t r1 = std::min(r0 + p.block, p.L);
@@ -442,11 +451,11 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   T* ds = dop + L * Evp;                               // dW', then dS (L, Sp)
   T* wd = ds + L * Sp;                                 // W' (L, Sp)
   if (want_s) pack_transposed_slivers(v, ldv, S, Ev, vt);
-  if (dq) pack_rows(k, ldk, S, E, Ep, kp);
-  if (dk) pack_rows(q, ldq, L, E, Ep, qp);
-  if (dv) pack_rows(dout, lddo, L, Ev, Evp, dop);
+  const auto [kb, ldkb] = dq ? b_rows(k, ldk, S, E, kp) : std::pair<const T*, int64_t>();
+  const auto [qb, ldqb] = dk ? b_rows(q, ldq, L, E, qp) : std::pair<const T*, int64_t>();
+  const auto [dob, lddob] = dv ? b_rows(dout, lddo, L, Ev, dop) : std::pair<const T*, int64_t>();
   auto vt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vt + j0 * Ev, kNR<T>); };
-  auto kp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kp + j0, Ep); };
+  auto kp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kb + j0, ldkb); };
   for (int64_t r0 = 0; r0 < L; r0 += p.block) {
     const int64_t r1 = std::min(r0 + p.block, L);
     if (want_s)
@@ -467,8 +476,8 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   const T* wv = dropped ? wd : w;
   for (int64_t j0 = 0; j0 < S; j0 += g.tile) {
     const int64_t mr = std::min(g.tile, S - j0), i0 = p.causal ? std::min(j0, L) : 0;
-    auto qp_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(qp + i0 * Ep + e0, Ep); };
-    auto dop_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(dop + i0 * Evp + e0, Evp); };
+    auto qp_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(qb + i0 * ldqb + e0, ldqb); };
+    auto dop_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(dob + i0 * lddob + e0, lddob); };
     if (dk)
       row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
     if (dv)
