@@ -226,6 +226,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;  // one matrix's W
     if (need_grad) weights = empty({nb * wsize}, dt);
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
+    // per matrix: out = drop(softmax(q @ k^T * scale, causal)) @ v, W kept for the backward
     for_each_matrix(nb, [&](auto&& each) {
       auto w_buf = scratch<T>(pw ? 0 : wsize);
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
