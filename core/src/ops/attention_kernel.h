@@ -6,13 +6,15 @@
 //   backward: dW' = dO v^T;  dW = dW' * mask / (1 - p);  dS = W * (dW - rowsum(dW * W)) * scale
 //             dq = dS k;  dk = dS^T q;  dv = W'^T dO
 //
-// The four products run on one register tile (`micro_tile`, as gemm_kernel.h's: per k it loads
+// The six products run on one register tile (`micro_tile`, as gemm_kernel.h's: per k it loads
 // kNV vectors of a B row and broadcasts kMR values of A, kMR * kNV FMAs; here with the B
-// operands packed once per head, no k panels, no threads and no per-call set-up, which is what
-// the head-sized products of attention spend their time on in a general GEMM). Packed per head
-// (per-thread scratch): k^T and v^T as slivers of kNR columns (E x kNR each, contiguous: the
-// scores' B), v, k, q, dO as rows padded to whole vectors (the B of out, dq, dk, dv). A is read
-// in place: the q and dO rows, and the P / dS / W' rows, also column-wise (dk, dv: A = dS^T).
+// operands prepared once per head, no k panels, no threads and no per-call set-up, which is
+// what the head-sized products of attention spend their time on in a general GEMM). Per head
+// (per-thread scratch): k^T and v^T packed as slivers of kNR columns (E x kNR each, contiguous:
+// the B of the scores and of dW'); v, k, q, dO rows (the B of out, dq, dk, dv) read in place,
+// or packed padded to whole vectors when the head dim is not a multiple of the vector. A is
+// read in place: the q and dO rows, and the P / dS / W' rows, also column-wise (dk, dv:
+// A = dS^T, W'^T).
 //
 // Rows run in strips of `block` rows: the scores of the strip, tile by tile; then the row
 // passes over the strip (max; exp and sum; normalise and drop -- backward: rowsum(dW * W);
@@ -37,6 +39,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>  // keep_factors' byte test
@@ -52,7 +55,7 @@ template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
 inline constexpr int64_t kNV = 2;                                // vectors per tile row
 template <class T>
-inline constexpr int64_t kNR = kNV* kW<T>;  // tile columns
+inline constexpr int64_t kNR = kNV * static_cast<int64_t>(V<T>::size);  // tile columns
 #if XSIMD_WITH_AVX512F
 inline constexpr int64_t kMR = 14;  // tile rows: 28 accumulators of 32 registers
 #else
