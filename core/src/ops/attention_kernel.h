@@ -55,7 +55,7 @@ template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
 inline constexpr int64_t kNV = 2;                                // vectors per tile row
 template <class T>
-inline constexpr int64_t kNR = kNV * static_cast<int64_t>(V<T>::size);  // tile columns
+inline constexpr int64_t kNR = kW<T> + kW<T>;  // tile columns: kNV = 2 vectors
 #if XSIMD_WITH_AVX512F
 inline constexpr int64_t kMR = 14;  // tile rows: 28 accumulators of 32 registers
 #else
