@@ -8,8 +8,9 @@
 // on a register tile, the softmax in passes over the rows, the causal triangle's upper half
 // skipped), the matrices split over xgrad's threads (each on one thread, so the same bits at
 // any thread count):
-// - the dropout mask is drawn exactly as dropout() draws it (one Generator::bernoulli call
-//   over a contiguous (..., L, S) tensor), then kept as one byte per weight;
+// - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
+//   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them), kept as
+//   one byte per weight;
 // - saved for backward: the softmax output W (..., L, S) and that byte mask, nothing else the
 //   composed chain kept (scores, the float noise, the dropped weights);
 // - q, k, v are read in place whenever their last dim has unit stride (the MHA's
