@@ -27,8 +27,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "attention_kernel.h"
@@ -213,11 +213,29 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     if (dropout_p == 1.0) std::memset(bytes, 0, static_cast<std::size_t>(nb * LS));
   }
   Generator& g = gen ? *gen : default_generator();
-  std::mutex draw_mutex;
-  int64_t drawn = dropout_p > 0.0 && dropout_p < 1.0 ? 0 : nb;  // matrices whose mask is drawn
+  // masks [0, drawn) are drawn; one thread at a time (`drawing`) draws the next few, at least
+  // ~32 KB per call, while a thread that needs them yields (a lock's sleep and wake-up would
+  // cost more than a tiny matrix's draw)
+  std::atomic<int64_t> drawn{dropout_p > 0.0 && dropout_p < 1.0 ? 0 : nb};
+  std::atomic<bool> drawing{false};
+  const int64_t per_call = std::max<int64_t>(1, 32768 / std::max<int64_t>(LS, 1));
   auto draw_masks_through = [&](int64_t b) {
-    std::lock_guard<std::mutex> lock(draw_mutex);
-    for (; drawn <= b; ++drawn) g.bernoulli(reinterpret_cast<bool*>(bytes + drawn * LS), LS, 1.0 - dropout_p);
+    while (drawn.load(std::memory_order_acquire) <= b) {
+      bool idle = false;
+      if (!drawing.compare_exchange_strong(idle, true, std::memory_order_acquire)) {
+        std::this_thread::yield();
+        continue;
+      }
+      struct Release {
+        std::atomic<bool>& flag;
+        ~Release() { flag.store(false, std::memory_order_release); }
+      } release{drawing};
+      const int64_t d = drawn.load(std::memory_order_relaxed);
+      if (d > b) break;
+      const int64_t end = std::min(nb, std::max(b + 1, d + per_call));
+      g.bernoulli(reinterpret_cast<bool*>(bytes + d * LS), (end - d) * LS, 1.0 - dropout_p);
+      drawn.store(end, std::memory_order_release);
+    }
   };
   Tensor weights;  // W (..., L, Sp): the softmax output, rows padded to whole tiles
 
