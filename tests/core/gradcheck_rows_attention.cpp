@@ -1,9 +1,10 @@
 // tests/core/gradcheck_rows_attention.cpp: gradcheck rows for scaled_dot_product_attention.
-// Rows named ".../blockN" call detail::scaled_dot_product_attention_blocked with a small
-// causal block so that a few rows span several blocks (the block skipping in all six GEMMs
-// is exercised); dropout rows rebuild their Generator inside fn so every evaluation draws the
-// same mask. "mha_views" rows feed (B, H, T, D) views of (B, T, H, D) leaves, read in place
-// by BLAS; "noncontig" rows feed transposed leaves, which the op copies first.
+// Rows named ".../blockN" call detail::scaled_dot_product_attention_blocked with a small row
+// strip so that a few rows span several strips and register tiles (the causal skipping in all
+// six products is exercised); dropout rows rebuild their Generator inside fn so every
+// evaluation draws the same mask. "mha_views" rows feed (B, H, T, D) views of (B, T, H, D)
+// leaves, read in place by the kernel; "noncontig" rows feed transposed leaves, which the op
+// copies first.
 #include "gradcheck_table.h"
 
 namespace xgrad::testing {

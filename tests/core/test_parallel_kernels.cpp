@@ -151,6 +151,19 @@ const std::vector<KernelCase> kCases = {
        Tensor s = matmul(q, k.transpose(2, 3));
        return with_grads(matmul(softmax(s, -1), v), {q, k, v}, g);
      }},
+    {"sdpa_causal_dropout_mha_views",
+     [](Generator& g) {  // (B, T, H, D) leaves seen as (B, H, T, D); the mask drawn as threads go
+       Tensor q = leaf({4, 70, 3, 16}, g), k = leaf({4, 70, 3, 16}, g), v = leaf({4, 70, 3, 16}, g);
+       Tensor out = scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), 0.1,
+                                                 true, std::nullopt, &g);
+       return with_grads(out, {q, k, v}, g);
+     }},
+    {"sdpa_f64_noncausal",
+     [](Generator& g) {
+       Tensor q = leaf({6, 33, 8}, g, kFloat64), k = leaf({6, 40, 8}, g, kFloat64);
+       Tensor v = leaf({6, 40, 5}, g, kFloat64);
+       return with_grads(scaled_dot_product_attention(q, k, v, 0.3, false, std::nullopt, &g), {q, k, v}, g);
+     }},
     {"grad_accumulation_add_",
      [](Generator& g) {
        Tensor a = leaf({512, 300}, g);

@@ -336,8 +336,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     double dropout_p = 0.0, Flag is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
 namespace detail {
-// The same op with its causal row-block size given (the public one uses 32): tests shrink it
-// so that small inputs span several blocks.
+// The same op with its row strip size given (rows run through scores, softmax and output
+// together; the public one uses attention_kernel::kDefaultBlock): tests shrink it so that
+// small inputs span several strips and tiles.
 Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key, const Tensor& value,
                                             double dropout_p, bool is_causal, std::optional<double> scale,
                                             Generator* gen, int64_t block);
