@@ -23,6 +23,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -214,6 +215,100 @@ inline auto gelu_erf(V v) {
   const auto cdf = T(0.5) * one_plus_erf;
   const auto pdf = inv_sqrt_2pi * vexp(v * v * T(-0.5));
   return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);
+}
+
+// ---- layer_norm rows (reference: llm.c layernorm_forward / layernorm_backward; torch's
+// layer_norm_kernel: biased variance, rstd = 1 / sqrt(var + eps) in double).
+// One row alone is a chain of latencies (sum, mean, subtract, dot, rstd, scale), so rows go
+// in groups of kLayerNormGroup and each step runs over the whole group before the next: the
+// group's reductions are in flight together. Each row's arithmetic is exactly the one-row
+// loop's, so the bits do not depend on the grouping (nor on which thread takes the row).
+inline constexpr int64_t kLayerNormGroup = 8;
+
+// Rows [r0, r1) of the (M, N) contiguous x: y = (x - mean) * rstd * w + b (w, b may be null),
+// and each row's mean and rstd.
+template <class T>
+inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, double eps,
+                            int64_t r0, int64_t r1) {
+  for (int64_t g0 = r0; g0 < r1; g0 += kLayerNormGroup) {
+    const int64_t g1 = std::min(r1, g0 + kLayerNormGroup);
+    for (int64_t r = g0; r < g1; ++r) mean[r] = sum(x + r * N, N) / static_cast<T>(N);
+    for (int64_t r = g0; r < g1; ++r) {  // y holds x - mean first
+      const T* xr = x + r * N;
+      T* yr = y + r * N;
+      const T m = mean[r];
+      for (int64_t i = 0; i < N; ++i) yr[i] = xr[i] - m;
+    }
+    for (int64_t r = g0; r < g1; ++r) {
+      const T var = dot<T>(y + r * N, y + r * N, N) / static_cast<T>(N);  // biased, two-pass
+      rstd[r] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
+    }
+    for (int64_t r = g0; r < g1; ++r) {
+      T* yr = y + r * N;
+      const T rs = rstd[r];
+      if (w && b) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i] + b[i];
+      } else if (w) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i];
+      } else if (b) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs + b[i];
+      } else {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs;
+      }
+    }
+  }
+}
+
+// layer_norm's backward for rows [r0, r1), given dy (d), the forward's x, w (may be null),
+// mean and rstd: with xhat = (x - mean) * rstd and g = dy * w,
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     (when dx is set)
+//   dw += sum_rows(dy * xhat), db += sum_rows(dy)         (when set; added in row order)
+template <class T>
+inline void layer_norm_backward_rows(const T* x, const T* d, const T* w, const T* mean, const T* rstd, T* dx,
+                                     T* dw, T* db, int64_t N, int64_t r0, int64_t r1) {
+  constexpr int64_t G = kLayerNormGroup;
+  std::vector<T> xhat_buf(static_cast<std::size_t>(G * N)), g_buf(static_cast<std::size_t>(G * N));
+  T g_mean[G], gx_mean[G];
+  const T invN = T(1) / static_cast<T>(N);
+  for (int64_t g0 = r0; g0 < r1; g0 += G) {
+    const int64_t g1 = std::min(r1, g0 + G);
+    for (int64_t r = g0; r < g1; ++r) {
+      const T* xr = x + r * N;
+      T* xhat = xhat_buf.data() + (r - g0) * N;
+      const T m = mean[r], rs = rstd[r];
+      for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
+    }
+    for (int64_t r = g0; r < g1; ++r) {
+      const T* dr = d + r * N;
+      const T* xhat = xhat_buf.data() + (r - g0) * N;
+      if (dw)
+        for (int64_t i = 0; i < N; ++i) dw[i] += dr[i] * xhat[i];
+      if (db)
+        for (int64_t i = 0; i < N; ++i) db[i] += dr[i];
+    }
+    if (!dx) continue;
+    for (int64_t r = g0; r < g1; ++r) {
+      const T* dr = d + r * N;
+      T* g = g_buf.data() + (r - g0) * N;
+      if (w) {
+        for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * w[i];
+      } else {
+        std::copy(dr, dr + N, g);
+      }
+    }
+    for (int64_t r = g0; r < g1; ++r) {
+      const T* g = g_buf.data() + (r - g0) * N;
+      g_mean[r - g0] = sum(g, N) * invN;
+      gx_mean[r - g0] = dot(g, xhat_buf.data() + (r - g0) * N, N) * invN;
+    }
+    for (int64_t r = g0; r < g1; ++r) {
+      const T* g = g_buf.data() + (r - g0) * N;
+      const T* xhat = xhat_buf.data() + (r - g0) * N;
+      const T rs = rstd[r], gm = g_mean[r - g0], gxm = gx_mean[r - g0];
+      T* dxr = dx + r * N;
+      for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - gm - xhat[i] * gxm);
+    }
+  }
 }
 
 // mt19937's output tempering of a state word (reference: torch's mt19937_engine::operator()),
