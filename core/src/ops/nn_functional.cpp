@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels.h"
@@ -91,7 +92,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
         vec::mul_keep_mask(pd + lo, pm + lo, scale, px + lo, hi - lo);
       });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -149,7 +150,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                       }
                     });
                   });
-                  grads.add(0, dw);
+                  grads.add(0, std::move(dw));
                 });
 }
 
@@ -246,9 +247,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                         for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
                     }
                   });
-                  if (want_x) grads.add(0, dx);
-                  if (want_w) grads.add(1, dw);
-                  if (want_b) grads.add(2, db);
+                  if (want_x) grads.add(0, std::move(dx));
+                  if (want_w) grads.add(1, std::move(dw));
+                  if (want_b) grads.add(2, std::move(db));
                 });
 }
 
@@ -371,7 +372,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
             }
           });
         });
-        grads.add(0, dx);
+        grads.add(0, std::move(dx));
       });
 }
 
@@ -464,7 +465,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
                       T* pb = db.data_ptr<T>();
                       for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
                     });
-                    grads.add(1, db);
+                    grads.add(1, std::move(db));
                   }
                   if (grads.wants(0)) grads.add(0, da);
                 });

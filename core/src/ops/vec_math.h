@@ -263,50 +263,70 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
 // mean and rstd: with xhat = (x - mean) * rstd and g = dy * w,
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     (when dx is set)
 //   dw += sum_rows(dy * xhat), db += sum_rows(dy)         (when set; added in row order)
+// Two passes over a row: the first accumulates dw, db and the two means (one batch
+// accumulator each, hadd, then the tail, as vec::sum and vec::dot), the second writes dx,
+// recomputing xhat and g = dy * w (cheaper than storing and reloading them; that product is
+// fused into the FMAs that use it, spelt out so the bits do not depend on the compiler's
+// contraction). Rows go in groups as in the forward, so the group's first passes overlap.
 template <class T>
 inline void layer_norm_backward_rows(const T* x, const T* d, const T* w, const T* mean, const T* rstd, T* dx,
                                      T* dw, T* db, int64_t N, int64_t r0, int64_t r1) {
-  constexpr int64_t G = kLayerNormGroup;
-  std::vector<T> xhat_buf(static_cast<std::size_t>(G * N)), g_buf(static_cast<std::size_t>(G * N));
-  T g_mean[G], gx_mean[G];
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const int64_t nb = N / W * W;  // elements in whole batches
   const T invN = T(1) / static_cast<T>(N);
-  for (int64_t g0 = r0; g0 < r1; g0 += G) {
-    const int64_t g1 = std::min(r1, g0 + G);
-    for (int64_t r = g0; r < g1; ++r) {
+  T g_mean[kLayerNormGroup], gx_mean[kLayerNormGroup];
+  for (int64_t g0 = r0; g0 < r1; g0 += kLayerNormGroup) {
+    const int64_t g1 = std::min(r1, g0 + kLayerNormGroup);
+    for (int64_t r = g0; r < g1; ++r) {  // dw, db, mean(g), mean(g * xhat)
       const T* xr = x + r * N;
-      T* xhat = xhat_buf.data() + (r - g0) * N;
-      const T m = mean[r], rs = rstd[r];
-      for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
-    }
-    for (int64_t r = g0; r < g1; ++r) {
       const T* dr = d + r * N;
-      const T* xhat = xhat_buf.data() + (r - g0) * N;
-      if (dw)
-        for (int64_t i = 0; i < N; ++i) dw[i] += dr[i] * xhat[i];
-      if (db)
-        for (int64_t i = 0; i < N; ++i) db[i] += dr[i];
+      const T m = mean[r], rs = rstd[r];
+      const B mb(m), rsb(rs);
+      B acc_g(T(0)), acc_gx(T(0));
+      for (int64_t i = 0; i < nb; i += W) {
+        const B db_ = B::load_unaligned(dr + i);
+        const B xhat = (B::load_unaligned(xr + i) - mb) * rsb;
+        if (dw) xsimd::fma(db_, xhat, B::load_unaligned(dw + i)).store_unaligned(dw + i);
+        if (db) (B::load_unaligned(db + i) + db_).store_unaligned(db + i);
+        if (w) {
+          const B wb = B::load_unaligned(w + i);
+          acc_g = xsimd::fma(db_, wb, acc_g);
+          acc_gx = xsimd::fma(db_ * wb, xhat, acc_gx);
+        } else {
+          acc_g += db_;
+          acc_gx = xsimd::fma(db_, xhat, acc_gx);
+        }
+      }
+      T sg = xsimd::hadd(acc_g), sgx = xsimd::hadd(acc_gx);
+      for (int64_t i = nb; i < N; ++i) {
+        const T xhat = (xr[i] - m) * rs;
+        if (dw) dw[i] = xsimd::fma(dr[i], xhat, dw[i]);
+        if (db) db[i] += dr[i];
+        sg = w ? std::fma(dr[i], w[i], sg) : sg + dr[i];
+        sgx = std::fma(w ? dr[i] * w[i] : dr[i], xhat, sgx);
+      }
+      g_mean[r - g0] = sg * invN;
+      gx_mean[r - g0] = sgx * invN;
     }
     if (!dx) continue;
-    for (int64_t r = g0; r < g1; ++r) {
+    for (int64_t r = g0; r < g1; ++r) {  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+      const T* xr = x + r * N;
       const T* dr = d + r * N;
-      T* g = g_buf.data() + (r - g0) * N;
-      if (w) {
-        for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * w[i];
-      } else {
-        std::copy(dr, dr + N, g);
-      }
-    }
-    for (int64_t r = g0; r < g1; ++r) {
-      const T* g = g_buf.data() + (r - g0) * N;
-      g_mean[r - g0] = sum(g, N) * invN;
-      gx_mean[r - g0] = dot(g, xhat_buf.data() + (r - g0) * N, N) * invN;
-    }
-    for (int64_t r = g0; r < g1; ++r) {
-      const T* g = g_buf.data() + (r - g0) * N;
-      const T* xhat = xhat_buf.data() + (r - g0) * N;
-      const T rs = rstd[r], gm = g_mean[r - g0], gxm = gx_mean[r - g0];
       T* dxr = dx + r * N;
-      for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - gm - xhat[i] * gxm);
+      const T m = mean[r], rs = rstd[r], gm = g_mean[r - g0], gxm = gx_mean[r - g0];
+      const B mb(m), rsb(rs), gmb(gm), gxmb(gxm);
+      for (int64_t i = 0; i < nb; i += W) {
+        const B xhat = (B::load_unaligned(xr + i) - mb) * rsb;
+        const B db_ = B::load_unaligned(dr + i);
+        const B g_centred = w ? xsimd::fms(db_, B::load_unaligned(w + i), gmb) : db_ - gmb;  // g - mean(g)
+        (rsb * xsimd::fnma(xhat, gxmb, g_centred)).store_unaligned(dxr + i);
+      }
+      for (int64_t i = nb; i < N; ++i) {
+        const T xhat = (xr[i] - m) * rs;
+        const T g_centred = w ? std::fma(dr[i], w[i], -gm) : dr[i] - gm;
+        dxr[i] = rs * std::fma(-xhat, gxm, g_centred);
+      }
     }
   }
 }
