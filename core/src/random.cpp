@@ -310,25 +310,39 @@ void Generator::seed_engine(uint64_t seed) {
   next_float_normal_.reset();
 }
 
-// reference: mt19937_engine::next_state. Written as branch-free loops over independent
-// words so that the compiler vectorises them: in the first loop every read is ahead of the
-// write; in the second, s[k + kM - kN] was written kN - kM = 227 words earlier.
+// reference: mt19937_engine::next_state. Written as branch-free loops over xsimd batches of
+// independent words (full-width under AVX-512, where the compiler's own vectorisation stops
+// at 256 bits): in the first loop every read is ahead of the write; in the second,
+// s[k + kM - kN] was written kN - kM = 227 words earlier.
+// GCC 12 warns that _mm512_srli_epi32's _mm512_undefined_epi32() operand "is used
+// uninitialized" (a false positive inside the intrinsic, as in optim/src/adam.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 void Generator::twist() {
   constexpr uint32_t kUpper = 0x80000000u, kLower = 0x7fffffffu, kMatrixA = 0x9908b0dfu;
   uint32_t* s = engine_.state.data();
   engine_.left = kN;
   engine_.next = 0;
-  for (int k = 0; k < kN - kM; ++k) {
-    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
-    s[k] = s[k + kM] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
-  }
-  for (int k = kN - kM; k < kN - 1; ++k) {
-    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
-    s[k] = s[k + kM - kN] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
-  }
-  const uint32_t y = (s[kN - 1] & kUpper) | (s[0] & kLower);
-  s[kN - 1] = s[kM - 1] ^ (y >> 1) ^ ((0u - (s[0] & 1u)) & kMatrixA);
+  // s[k] = s[k + kM (mod kN)] ^ (y >> 1) ^ (y odd ? kMatrixA : 0), y = s[k]'s top bit, s[k + 1]'s others
+  auto step = [](auto sk, auto sk1, auto skm) {
+    using V = decltype(sk);
+    const V y = (sk & V(kUpper)) | (sk1 & V(kLower));
+    return skm ^ (y >> 1) ^ ((V(0u) - (sk1 & V(1u))) & V(kMatrixA));
+  };
+  using B = xsimd::batch<uint32_t>;
+  constexpr int W = static_cast<int>(B::size);
+  int k = 0;
+  for (; k + W <= kN - kM; k += W)
+    step(B::load_unaligned(s + k), B::load_unaligned(s + k + 1), B::load_unaligned(s + k + kM))
+        .store_unaligned(s + k);
+  for (; k < kN - kM; ++k) s[k] = step(s[k], s[k + 1], s[k + kM]);
+  for (; k + W <= kN - 1; k += W)
+    step(B::load_unaligned(s + k), B::load_unaligned(s + k + 1), B::load_unaligned(s + k + kM - kN))
+        .store_unaligned(s + k);
+  for (; k < kN - 1; ++k) s[k] = step(s[k], s[k + 1], s[k + kM - kN]);
+  s[kN - 1] = step(s[kN - 1], s[0], s[kM - 1]);
 }
+#pragma GCC diagnostic pop
 
 using vec::mt19937_temper;  // ops/vec_math.h: one tempering for the scalar and batch paths
 

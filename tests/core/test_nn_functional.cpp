@@ -3,8 +3,11 @@
 // Gradient checks are in gradcheck_rows_nn_functional.cpp.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -74,6 +77,32 @@ TEST(Dropout, KeepsAboutOneMinusPAndScales) {
     kept += e != 0.0f;
   }
   EXPECT_NEAR(kept / v.size(), 0.75, 0.01);
+}
+
+// dropout is x * noise: a dropped -1 is -0, a dropped inf or NaN is NaN (torch's product), at
+// every position of the SIMD loop and its tail.
+TEST(Dropout, EqualsInputTimesNoiseForSpecialValues) {
+  const int64_t n = 37;
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v[] = {-1.5f, 2.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.0f};
+    xs[i] = v[i % 7];
+  }
+  Tensor x = from_vector(xs, {n});
+  Generator g1(3), g2(3);
+  Tensor out = dropout(x, 0.4, true, &g1);
+  std::vector<float> noise(n);
+  g2.bernoulli(noise.data(), n, 0.6);
+  const float scale = 1.0f / static_cast<float>(1.0 - 0.4);
+  const std::vector<float> got = out.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = xs[i] * (noise[i] * scale);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << i << ": " << got[i];
+    }
+  }
 }
 
 // ---------------------------------------------------------------- embedding

@@ -27,6 +27,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace xgrad::vec {
 
 template <class V>
@@ -351,6 +355,28 @@ template <class T>
 inline void bernoulli_keep(const uint32_t* w, int64_t n, uint64_t threshold, T* out) {
   constexpr uint32_t kMask21 = (uint32_t{1} << 21) - 1;
   int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  // bool masks under AVX-512, 16 elements a step: gather the 16 high draws into one register,
+  // temper only them and decide x < threshold on their 21 bits (x's top bits); only an element
+  // whose 21 bits equal the threshold's (probability 2^-21) needs its low draw.
+  if constexpr (std::is_same_v<T, bool>) {
+    using B32 = xsimd::batch<uint32_t>;
+    const uint32_t t_hi = static_cast<uint32_t>(threshold >> 32), t_lo = static_cast<uint32_t>(threshold);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i limit = _mm512_set1_epi32(static_cast<int>(t_hi));
+    for (; i + 16 <= n; i += 16) {
+      const __m512i hi =
+          _mm512_permutex2var_epi32(_mm512_loadu_si512(w + 2 * i), even, _mm512_loadu_si512(w + 2 * i + 16));
+      const __m512i top = mt19937_temper(B32(hi)) & B32(kMask21);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                       _mm_maskz_set1_epi8(_mm512_cmplt_epu32_mask(top, limit), 1));
+      for (__mmask16 tie = _mm512_cmpeq_epu32_mask(top, limit); tie != 0; tie &= tie - 1) {
+        const int64_t k = i + std::countr_zero(static_cast<unsigned>(tie));
+        out[k] = mt19937_temper(w[2 * k + 1]) < t_lo;
+      }
+    }
+  }
+#endif
   if constexpr (std::endian::native == std::endian::little) {
     using B32 = xsimd::batch<uint32_t>;
     using B64 = xsimd::batch<uint64_t>;
@@ -395,10 +421,24 @@ inline void bernoulli_keep(const uint32_t* w, int64_t n, uint64_t threshold, T* 
 // out[i] = x[i] * (keep[i] * scale): inverted dropout's x * noise with noise = mask / (1 - p),
 // bit for bit (keep * scale is exactly scale or 0), branch-free. The mask is read as bytes:
 // GCC vectorises a uint8_t -> float conversion but not a bool one. out may be x.
+// Under AVX-512 (float), 16 at a time: the 16 mask bytes become a bit mask that picks
+// x * scale or x * 0 (what x * noise gives: -0 for negative x, NaN for inf or NaN).
 template <class T>
 inline void mul_keep_mask(const T* x, const bool* keep, T scale, T* out, int64_t n) {
   const uint8_t* mask = reinterpret_cast<const uint8_t*>(keep);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 s = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i));
+      const __m512 v = _mm512_loadu_ps(x + i);
+      _mm512_storeu_ps(out + i,
+                       _mm512_mask_mul_ps(_mm512_mul_ps(v, zero), _mm_test_epi8_mask(bytes, bytes), v, s));
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = x[i] * (static_cast<T>(mask[i]) * scale);
 }
 
 }  // namespace xgrad::vec
