@@ -308,6 +308,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
     std::vector<T> row_loss(static_cast<std::size_t>(N));
     const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
     kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
+      vec::logsumexp_rows(px, C, r0, r1, pl);  // lse = log(sum(exp(row))), every row
       for (int64_t r = r0; r < r1; ++r) {
         if (pt[r] == ignore_index) {
           pl[r] = T(0);
@@ -315,8 +316,6 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
           continue;
         }
         const T* xr = px + r * C;
-        const T m = vec::max(xr, C);
-        pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
         // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
         row_loss[r] =
             eps == 0.0 ? pl[r] - xr[pt[r]]

@@ -126,6 +126,22 @@ inline T exp_sub_sum(const T* x, T* y, int64_t n, T shift) {
   return s;
 }
 
+// lse[r] = log(sum_c exp(x[r, c])) = m + log(sum_c exp(x[r, c] - m)), m the row's max, for
+// the rows [r0, r1) of a contiguous (rows, C) x. Rows go in groups of 8, each step over the
+// group (the max, then the sums), so the group's reductions are in flight together; every
+// row gets the arithmetic of the one-row form.
+template <class T>
+inline void logsumexp_rows(const T* x, int64_t C, int64_t r0, int64_t r1, T* lse) {
+  constexpr int64_t G = 8;
+  T m[G];
+  for (int64_t g0 = r0; g0 < r1; g0 += G) {
+    const int64_t g1 = std::min(r1, g0 + G);
+    for (int64_t r = g0; r < g1; ++r) m[r - g0] = max(x + r * C, C);
+    for (int64_t r = g0; r < g1; ++r)
+      lse[r] = m[r - g0] + std::log(exp_sub_sum<T>(x + r * C, nullptr, C, m[r - g0]));
+  }
+}
+
 // sum of a[i] * b[i]
 template <class T>
 inline T dot(const T* a, const T* b, int64_t n) {
