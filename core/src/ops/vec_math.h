@@ -411,13 +411,13 @@ inline void bernoulli_keep(const uint32_t* w, int64_t n, uint64_t threshold, T* 
       const B64 x = ((lanes << 32) | (lanes >> 32)) & B64(uint64_t{kMask21} << 32 | 0xffffffffu);  // a rotate
       const auto below = xsimd::bitwise_cast<I64>(x) < limit;
       uint64_t keep = 0;  // bit k: lane k kept
-      if constexpr (std::is_integral_v<typename decltype(below)::register_type>) {
-        keep = below.data;  // AVX-512: the compare's mask register
-      } else {
-        alignas(64) bool lanes[W];
-        below.store_aligned(lanes);
-        for (int64_t k = 0; k < W; ++k) keep |= static_cast<uint64_t>(lanes[k]) << k;
-      }
+#if defined(__AVX512F__)
+      keep = below.data;  // the compare's mask register
+#else
+      alignas(64) bool lanes[W];
+      below.store_aligned(lanes);
+      for (int64_t k = 0; k < W; ++k) keep |= static_cast<uint64_t>(lanes[k]) << k;
+#endif
       if constexpr (sizeof(T) == 1) {
         for (int64_t k = 0; k < W; k += 8)
           std::memcpy(out + i + k, &kSpread[(keep >> k) & 255],
