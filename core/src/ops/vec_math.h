@@ -414,9 +414,9 @@ inline void bernoulli_keep(const uint32_t* w, int64_t n, uint64_t threshold, T* 
 #if defined(__AVX512F__)
       keep = below.data;  // the compare's mask register
 #else
-      alignas(64) bool lanes[W];
-      below.store_aligned(lanes);
-      for (int64_t k = 0; k < W; ++k) keep |= static_cast<uint64_t>(lanes[k]) << k;
+      alignas(64) bool kept[W];
+      below.store_aligned(kept);
+      for (int64_t k = 0; k < W; ++k) keep |= static_cast<uint64_t>(kept[k]) << k;
 #endif
       if constexpr (sizeof(T) == 1) {
         for (int64_t k = 0; k < W; k += 8)
