@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "fixture_reader.h"
@@ -153,23 +154,32 @@ TEST(LayerNorm, MatchesTorch) {
       fx, "layer_norm_wide", 3, [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); }, 1e-5, 1e-5);
 }
 
+// The fused kernel (rows in groups of 8, SIMD batches and a scalar tail) against the composed
+// ops, with and without weight and bias, at a row length with and without a tail.
 TEST(LayerNorm, FusedMatchesComposition) {
-  Generator g(4);
-  Tensor x = randn({3, 4, 16}, &g, kFloat64);
-  Tensor w = randn({16}, &g, kFloat64), b = randn({16}, &g, kFloat64);
-  Tensor dout = randn({3, 4, 16}, &g, kFloat64);
-  V f{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
-  V c{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
-  Tensor fused = layer_norm(f[0], {16}, f[1], f[2], 1e-5);
-  EXPECT_EQ(fused.grad_fn_name(), "NativeLayerNormBackward0");
-  Tensor mu = c[0].mean({-1}, true);
-  Tensor var = c[0].var({-1}, false, true);
-  Tensor composed = (c[0] - mu) / sqrt(var + 1e-5) * c[1] + c[2];
-  expect_close(fused, composed, 1e-12, 1e-12, "value");
-  fused.backward(dout);
-  composed.backward(dout);
-  for (int i = 0; i < 3; ++i)
-    expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+  for (int64_t n : {16, 37}) {
+    for (bool affine : {true, false}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (affine ? ", affine" : ", no weight or bias"));
+      Generator g(4);
+      Tensor x = randn({3, 7, n}, &g, kFloat64);
+      Tensor w = randn({n}, &g, kFloat64), b = randn({n}, &g, kFloat64);
+      Tensor dout = randn({3, 7, n}, &g, kFloat64);
+      V f{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+      V c{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+      Tensor fused =
+          affine ? layer_norm(f[0], {n}, f[1], f[2], 1e-5) : layer_norm(f[0], {n}, Tensor(), Tensor(), 1e-5);
+      EXPECT_EQ(fused.grad_fn_name(), "NativeLayerNormBackward0");
+      Tensor mu = c[0].mean({-1}, true);
+      Tensor var = c[0].var({-1}, false, true);
+      Tensor composed = (c[0] - mu) / sqrt(var + 1e-5);
+      if (affine) composed = composed * c[1] + c[2];
+      expect_close(fused, composed, 1e-12, 1e-12, "value");
+      fused.backward(dout);
+      composed.backward(dout);
+      for (int i = 0; i < (affine ? 3 : 1); ++i)
+        expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+    }
+  }
 }
 
 TEST(LayerNorm, NonContiguousAndPartialAffine) {
