@@ -159,9 +159,9 @@ namespace {
 constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in the backward
 }  // namespace
 
-// The row loops (forward and backward, with their math) are vec::layer_norm_rows and
-// vec::layer_norm_backward_rows. reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
-// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
+// reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
+// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)). The row loops, forward and
+// backward with their math, are vec::layer_norm_rows and vec::layer_norm_backward_rows.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   profiler::RecordFunction rec("layer_norm");

@@ -1,5 +1,9 @@
 // core/src/ops/vec_math.h (private): SIMD loops over contiguous buffers for the activation
-// and nn_functional families (softmax rows, exp, erf, tanh maps).
+// and nn_functional families, in this order: element maps (exp, erf, tanh), row reductions
+// (max, exp sums, log-sum-exp rows, dot, sum), GELU, layer_norm's forward and backward rows,
+// the bernoulli mask of torch's mt19937 stream (random.cpp) and dropout's mask multiply.
+// A few loops take an AVX-512 branch in intrinsics (under #if, next to their portable loop)
+// where xsimd 8 has no operation for it: a two-register permute, a mask register.
 //
 // The maps run on xsimd::batch<T> (Debian's libxsimd-dev, header-only, required by the build)
 // with its vectorised exp/erf/tanh (AVX-512 under -march=native, SSE2 otherwise). A map's
