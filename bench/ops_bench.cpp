@@ -328,6 +328,13 @@ std::vector<Case> all_cases() {
     cases.push_back(cross_entropy_case({2048, 96}, backward));
     cases.push_back(dropout_case({16, 128, 512}, backward));
   }
+  // the tiny GPT (batch 32, T 64, d 64): tensors that fit in L2, where these ops are bound by
+  // their arithmetic and per-op overhead rather than by memory
+  for (bool backward : {true, false}) {
+    cases.push_back(gelu_case({32, 64, 256}, backward));
+    cases.push_back(layer_norm_case({32, 64, 64}, backward));
+    cases.push_back(dropout_case({32, 64, 64}, backward));
+  }
   cases.push_back(adamw_case());
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
   return cases;

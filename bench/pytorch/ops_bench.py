@@ -276,6 +276,9 @@ def all_cases():
     for backward in (True, False):
         cases += [gelu_case((16, 128, 512), backward), layer_norm_case((16, 128, 128), backward),
                   cross_entropy_case((2048, 96), backward), dropout_case((16, 128, 512), backward)]
+    for backward in (True, False):  # the tiny GPT's sizes (fit in L2)
+        cases += [gelu_case((32, 64, 256), backward), layer_norm_case((32, 64, 64), backward),
+                  dropout_case((32, 64, 64), backward)]
     cases.append(adamw_case())
     return cases + overhead_cases()
 

@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/vec_math.h"
 #include "xgrad/error.h"
 
 #if defined(__clang__)
@@ -309,35 +310,41 @@ void Generator::seed_engine(uint64_t seed) {
   next_float_normal_.reset();
 }
 
-// reference: mt19937_engine::next_state. Written as branch-free loops over independent
-// words so that the compiler vectorises them: in the first loop every read is ahead of the
-// write; in the second, s[k + kM - kN] was written kN - kM = 227 words earlier.
+// reference: mt19937_engine::next_state. Written as branch-free loops over xsimd batches of
+// independent words (full-width under AVX-512, where the compiler's own vectorisation stops
+// at 256 bits): in the first loop every read is ahead of the write; in the second,
+// s[k + kM - kN] was written kN - kM = 227 words earlier.
+// GCC 12 warns that _mm512_srli_epi32's _mm512_undefined_epi32() operand "is used
+// uninitialized" (a false positive inside the intrinsic, as in optim/src/adam.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 void Generator::twist() {
   constexpr uint32_t kUpper = 0x80000000u, kLower = 0x7fffffffu, kMatrixA = 0x9908b0dfu;
   uint32_t* s = engine_.state.data();
   engine_.left = kN;
   engine_.next = 0;
-  for (int k = 0; k < kN - kM; ++k) {
-    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
-    s[k] = s[k + kM] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
-  }
-  for (int k = kN - kM; k < kN - 1; ++k) {
-    const uint32_t y = (s[k] & kUpper) | (s[k + 1] & kLower);
-    s[k] = s[k + kM - kN] ^ (y >> 1) ^ ((0u - (s[k + 1] & 1u)) & kMatrixA);
-  }
-  const uint32_t y = (s[kN - 1] & kUpper) | (s[0] & kLower);
-  s[kN - 1] = s[kM - 1] ^ (y >> 1) ^ ((0u - (s[0] & 1u)) & kMatrixA);
+  // s[k] = s[k + kM (mod kN)] ^ (y >> 1) ^ (y odd ? kMatrixA : 0), y = s[k]'s top bit, s[k + 1]'s others
+  auto step = [](auto sk, auto sk1, auto skm) {
+    using V = decltype(sk);
+    const V y = (sk & V(kUpper)) | (sk1 & V(kLower));
+    return skm ^ (y >> 1) ^ ((V(0u) - (sk1 & V(1u))) & V(kMatrixA));
+  };
+  using B = xsimd::batch<uint32_t>;
+  constexpr int W = static_cast<int>(B::size);
+  int k = 0;
+  for (; k + W <= kN - kM; k += W)
+    step(B::load_unaligned(s + k), B::load_unaligned(s + k + 1), B::load_unaligned(s + k + kM))
+        .store_unaligned(s + k);
+  for (; k < kN - kM; ++k) s[k] = step(s[k], s[k + 1], s[k + kM]);
+  for (; k + W <= kN - 1; k += W)
+    step(B::load_unaligned(s + k), B::load_unaligned(s + k + 1), B::load_unaligned(s + k + kM - kN))
+        .store_unaligned(s + k);
+  for (; k < kN - 1; ++k) s[k] = step(s[k], s[k + 1], s[k + kM - kN]);
+  s[kN - 1] = step(s[kN - 1], s[0], s[kM - 1]);
 }
+#pragma GCC diagnostic pop
 
-namespace {
-inline uint32_t temper(uint32_t y) {
-  y ^= (y >> 11);
-  y ^= (y << 7) & 0x9d2c5680u;
-  y ^= (y << 15) & 0xefc60000u;
-  y ^= (y >> 18);
-  return y;
-}
-}  // namespace
+using vec::mt19937_temper;  // ops/vec_math.h: one tempering for the scalar and batch paths
 
 // n consecutive draw32() results (or, !kTempered, the state words they temper), a whole block
 // of state at a time. draw32() keeps state[next .. next + left - 2] (left - 1 words) before
@@ -353,7 +360,7 @@ void Generator::draw_block(uint32_t* out, int64_t n) {
     const int64_t take = std::min<int64_t>(n, engine_.left - 1);
     const uint32_t* s = engine_.state.data() + engine_.next;
     if constexpr (kTempered) {
-      for (int64_t i = 0; i < take; ++i) out[i] = temper(s[i]);
+      for (int64_t i = 0; i < take; ++i) out[i] = mt19937_temper(s[i]);
     } else {
       std::copy(s, s + take, out);
     }
@@ -367,7 +374,7 @@ void Generator::draw_block(uint32_t* out, int64_t n) {
 // reference: mt19937_engine::operator()
 uint32_t Generator::draw32() {
   if (--engine_.left == 0) twist();
-  return temper(engine_.state[engine_.next++]);
+  return mt19937_temper(engine_.state[engine_.next++]);
 }
 
 // reference: aten/src/ATen/CPUGeneratorImpl.cpp, CPUGeneratorImpl::random64 and
@@ -528,30 +535,32 @@ void Generator::normal(double* out, int64_t n, double mean, double stdv) {
 // DistributionTemplates.h, bernoulli_kernel(self, double p): per element
 // bernoulli_distribution<double>, i.e. one 53-bit uniform u (two draws, see draw64) and the
 // value (u < p). u = x * 2^-53 exactly for the 53-bit integer x, so u < p is x < ceil(p * 2^53):
-// an integer compare. x is the high draw's low 21 bits followed by the low draw's 32, so
-// x < t is decided by the high draws alone unless their 21 bits equal t's (probability 2^-21
-// per element): the loop below tempers only the high draws, and a block where some element
-// ties goes over those elements again with their low draws.
+// an integer compare (vec::bernoulli_keep, on batches). The elements read their two draws
+// straight from the state words between twists; an element whose pair straddles a twist
+// takes its two words through draw_block.
 template <class T>
 void Generator::bernoulli_fill(T* out, int64_t n, double p) {
   const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));  // <= 2^53
-  const uint32_t t_hi = static_cast<uint32_t>(threshold >> 32);                    // <= 2^21
-  const uint32_t t_lo = static_cast<uint32_t>(threshold);
-  constexpr uint32_t kMask21 = (uint32_t{1} << 21) - 1;
   std::lock_guard<std::mutex> lock(mutex_);
-  // w: raw state words, element i's high draw at 2 i and its low draw at 2 i + 1
-  for_draw_blocks<2, false>(n, [&](int64_t i0, int64_t c, const uint32_t* w) {
-    T* o = out + i0;
-    uint32_t ties = 0;
-    for (int64_t i = 0; i < c; ++i) {
-      const uint32_t hi = temper(w[2 * i]) & kMask21;
-      o[i] = static_cast<T>(hi < t_hi);
-      ties |= static_cast<uint32_t>(hi == t_hi);
+  for (int64_t i = 0; i < n;) {
+    if (engine_.left == 1) {  // as draw_block: the state is used up, twist it
+      twist();
+      engine_.left = kN + 1;
     }
-    if (ties == 0) return;
-    for (int64_t i = 0; i < c; ++i)
-      if ((temper(w[2 * i]) & kMask21) == t_hi) o[i] = static_cast<T>(temper(w[2 * i + 1]) < t_lo);
-  });
+    // draw32() has left - 1 words before its next twist, from state[next]
+    const int64_t pairs = std::min<int64_t>(n - i, (engine_.left - 1) / 2);
+    if (pairs == 0) {
+      uint32_t w[2];
+      draw_block<false>(w, 2);
+      vec::bernoulli_keep(w, 1, threshold, out + i);
+      ++i;
+      continue;
+    }
+    vec::bernoulli_keep(engine_.state.data() + engine_.next, pairs, threshold, out + i);
+    engine_.next += static_cast<uint32_t>(2 * pairs);
+    engine_.left -= static_cast<int>(2 * pairs);
+    i += pairs;
+  }
 }
 
 void Generator::bernoulli(float* out, int64_t n, double p) {

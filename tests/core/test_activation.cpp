@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -159,6 +160,24 @@ TEST(Activations, GeluTanhIsGpt2Formula) {
   Tensor x = linspace(-5, 5, 41, kFloat64);
   Tensor ref = 0.5 * x * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * pow(x, 3.0))));
   expect_close(gelu(x, "tanh"), ref, 1e-13, 1e-15, "gelu tanh");
+}
+
+// float32 runs the tanh form as x * sigmoid(2u) on a polynomial exp (vec::gelu_tanh): its
+// value and gradient against the float64 composition of GPT-2's formula, over a range that
+// reaches the clamped exp, at lengths with and without a scalar tail.
+TEST(Activations, GeluTanhFloatMatchesTheComposedFormula) {
+  for (int64_t n : {1024, 1003}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    Tensor x64 = linspace(-12, 12, n, kFloat64);
+    Tensor x = x64.to(kFloat32).requires_grad_();
+    Tensor xd = x.detach().to(kFloat64).requires_grad_();
+    Tensor ref = 0.5 * xd * (1.0 + tanh(std::sqrt(2.0 / M_PI) * (xd + 0.044715 * pow(xd, 3.0))));
+    Tensor y = gelu(x, "tanh");
+    expect_close(y.to(kFloat64), ref.detach(), 2e-6, 1e-6, "value");
+    y.backward(ones_like(y));
+    ref.backward(ones_like(ref));
+    expect_close(x.grad().to(kFloat64), xd.grad(), 2e-5, 2e-6, "grad");
+  }
 }
 
 TEST(Activations, NonContiguousInputs) {

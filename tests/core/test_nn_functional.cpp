@@ -3,8 +3,12 @@
 // Gradient checks are in gradcheck_rows_nn_functional.cpp.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -76,6 +80,32 @@ TEST(Dropout, KeepsAboutOneMinusPAndScales) {
   EXPECT_NEAR(kept / v.size(), 0.75, 0.01);
 }
 
+// dropout is x * noise: a dropped -1 is -0, a dropped inf or NaN is NaN (torch's product), at
+// every position of the SIMD loop and its tail.
+TEST(Dropout, EqualsInputTimesNoiseForSpecialValues) {
+  const int64_t n = 37;
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v[] = {-1.5f, 2.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.0f};
+    xs[i] = v[i % 7];
+  }
+  Tensor x = from_vector(xs, {n});
+  Generator g1(3), g2(3);
+  Tensor out = dropout(x, 0.4, true, &g1);
+  std::vector<float> noise(n);
+  g2.bernoulli(noise.data(), n, 0.6);
+  const float scale = 1.0f / static_cast<float>(1.0 - 0.4);
+  const std::vector<float> got = out.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = xs[i] * (noise[i] * scale);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << i << ": " << got[i];
+    }
+  }
+}
+
 // ---------------------------------------------------------------- embedding
 TEST(Embedding, MatchesTorch) {
   const Fixture& fx = activation_nn_fixture();
@@ -124,23 +154,32 @@ TEST(LayerNorm, MatchesTorch) {
       fx, "layer_norm_wide", 3, [](const V& x) { return layer_norm(x[0], {37}, x[1], x[2]); }, 1e-5, 1e-5);
 }
 
+// The fused kernel (rows in groups of 8, SIMD batches and a scalar tail) against the composed
+// ops, with and without weight and bias, at a row length with and without a tail.
 TEST(LayerNorm, FusedMatchesComposition) {
-  Generator g(4);
-  Tensor x = randn({3, 4, 16}, &g, kFloat64);
-  Tensor w = randn({16}, &g, kFloat64), b = randn({16}, &g, kFloat64);
-  Tensor dout = randn({3, 4, 16}, &g, kFloat64);
-  V f{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
-  V c{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
-  Tensor fused = layer_norm(f[0], {16}, f[1], f[2], 1e-5);
-  EXPECT_EQ(fused.grad_fn_name(), "NativeLayerNormBackward0");
-  Tensor mu = c[0].mean({-1}, true);
-  Tensor var = c[0].var({-1}, false, true);
-  Tensor composed = (c[0] - mu) / sqrt(var + 1e-5) * c[1] + c[2];
-  expect_close(fused, composed, 1e-12, 1e-12, "value");
-  fused.backward(dout);
-  composed.backward(dout);
-  for (int i = 0; i < 3; ++i)
-    expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+  for (int64_t n : {16, 37}) {
+    for (bool affine : {true, false}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (affine ? ", affine" : ", no weight or bias"));
+      Generator g(4);
+      Tensor x = randn({3, 7, n}, &g, kFloat64);
+      Tensor w = randn({n}, &g, kFloat64), b = randn({n}, &g, kFloat64);
+      Tensor dout = randn({3, 7, n}, &g, kFloat64);
+      V f{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+      V c{x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()};
+      Tensor fused =
+          affine ? layer_norm(f[0], {n}, f[1], f[2], 1e-5) : layer_norm(f[0], {n}, Tensor(), Tensor(), 1e-5);
+      EXPECT_EQ(fused.grad_fn_name(), "NativeLayerNormBackward0");
+      Tensor mu = c[0].mean({-1}, true);
+      Tensor var = c[0].var({-1}, false, true);
+      Tensor composed = (c[0] - mu) / sqrt(var + 1e-5);
+      if (affine) composed = composed * c[1] + c[2];
+      expect_close(fused, composed, 1e-12, 1e-12, "value");
+      fused.backward(dout);
+      composed.backward(dout);
+      for (int i = 0; i < (affine ? 3 : 1); ++i)
+        expect_close(f[i].grad(), c[i].grad(), 1e-10, 1e-11, "grad" + std::to_string(i));
+    }
+  }
 }
 
 TEST(LayerNorm, NonContiguousAndPartialAffine) {

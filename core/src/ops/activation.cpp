@@ -12,6 +12,7 @@
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels.h"
@@ -184,7 +185,7 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
           softmax_backward<T, Log>(py, pdy, pdx, g, o0, o1);
         });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -230,7 +231,7 @@ Tensor relu(const Tensor& a) {
         for (int64_t i = lo; i < hi; ++i) px[i] = py[i] > T(0) ? pd[i] : T(0);
       });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -261,7 +262,7 @@ Tensor sigmoid(const Tensor& a) {
         for (int64_t i = lo; i < hi; ++i) px[i] = pd[i] * (T(1) - py[i]) * py[i];
       });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -315,7 +316,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
         vec::map2(pdy + lo, pg + lo, pdx + lo, hi - lo, [](auto d, auto gv) { return d * gv; });
       });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 

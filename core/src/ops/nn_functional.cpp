@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels.h"
@@ -91,7 +92,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
         vec::mul_keep_mask(pd + lo, pm + lo, scale, px + lo, hi - lo);
       });
     });
-    grads.add(0, dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -149,47 +150,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                       }
                     });
                   });
-                  grads.add(0, dw);
+                  grads.add(0, std::move(dw));
                 });
 }
 
 // ---------------------------------------------------------------- layer_norm
 namespace {
 constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in the backward
-
-// layer_norm's backward for rows [r0, r1) of (M, N) contiguous buffers: dx (when dx is set),
-// and dw / db accumulated in row order (when set). Plain pointer arguments, so the row loops
-// vectorise whatever the caller's closure holds.
-template <class T>
-void layer_norm_backward_rows(const T* px, const T* pd, const T* pw, const T* pm, const T* pr, T* pdx, T* pdw,
-                              T* pdb, int64_t N, int64_t r0, int64_t r1) {
-  std::vector<T> xhat(N), g(N);
-  const T invN = T(1) / static_cast<T>(N);
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* xr = px + r * N;
-    const T* dr = pd + r * N;
-    const T m = pm[r], rs = pr[r];
-    for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;
-    if (pdw)
-      for (int64_t i = 0; i < N; ++i) pdw[i] += dr[i] * xhat[i];
-    if (pdb)
-      for (int64_t i = 0; i < N; ++i) pdb[i] += dr[i];
-    if (!pdx) continue;
-    if (pw) {
-      for (int64_t i = 0; i < N; ++i) g[i] = dr[i] * pw[i];
-    } else {
-      std::copy(dr, dr + N, g.begin());
-    }
-    const T g_mean = vec::sum(g.data(), N) * invN;
-    const T gx_mean = vec::dot(g.data(), xhat.data(), N) * invN;
-    T* dxr = pdx + r * N;
-    for (int64_t i = 0; i < N; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
-  }
-}
 }  // namespace
 
 // reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
-// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)).
+// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)). The row loops, forward and
+// backward with their math, are vec::layer_norm_rows and vec::layer_norm_backward_rows.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   profiler::RecordFunction rec("layer_norm");
@@ -225,26 +197,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     T* py = out.data_ptr<T>();
     T* pm = mean.data_ptr<T>();
     T* pr = rstd.data_ptr<T>();
+    // y = (x - mean) * rstd * w + b, row by row (vec_math.h)
     kernels::parallel_rows(M, N, kernels::kGrain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = px + r * N;
-        T* yr = py + r * N;  // (x - mean) first, then the output
-        const T m = vec::sum(xr, N) / static_cast<T>(N);
-        for (int64_t i = 0; i < N; ++i) yr[i] = xr[i] - m;
-        const T var = vec::dot<T>(yr, yr, N) / static_cast<T>(N);  // biased, two-pass
-        const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
-        pm[r] = m;
-        pr[r] = rs;
-        if (pw && pb) {
-          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i] + pb[i];
-        } else if (pw) {
-          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * pw[i];
-        } else if (pb) {
-          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs + pb[i];
-        } else {
-          for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs;
-        }
-      }
+      vec::layer_norm_rows<T>(px, pw, pb, py, pm, pr, N, eps, r0, r1);
     });
   });
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
@@ -280,7 +235,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                     kernels::parallel_rows(
                         blocks, kLayerNormRowBlock * N, kernels::kGrain, [&](int64_t b0, int64_t b1) {
                           for (int64_t b = b0; b < b1; ++b)
-                            layer_norm_backward_rows<T>(
+                            vec::layer_norm_backward_rows<T>(
                                 px, pd, pw, pm, pr, pdx, pdw ? part_w.data() + b * N : nullptr,
                                 pdb ? part_b.data() + b * N : nullptr, N, b * kLayerNormRowBlock,
                                 std::min(M, (b + 1) * kLayerNormRowBlock));
@@ -292,9 +247,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                         for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
                     }
                   });
-                  if (want_x) grads.add(0, dx);
-                  if (want_w) grads.add(1, dw);
-                  if (want_b) grads.add(2, db);
+                  if (want_x) grads.add(0, std::move(dx));
+                  if (want_w) grads.add(1, std::move(dw));
+                  if (want_b) grads.add(2, std::move(db));
                 });
 }
 
@@ -353,6 +308,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
     std::vector<T> row_loss(static_cast<std::size_t>(N));
     const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
     kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
+      vec::logsumexp_rows(px, C, r0, r1, pl);  // lse = log(sum(exp(row))), every row
       for (int64_t r = r0; r < r1; ++r) {
         if (pt[r] == ignore_index) {
           pl[r] = T(0);
@@ -360,8 +316,6 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
           continue;
         }
         const T* xr = px + r * C;
-        const T m = vec::max(xr, C);
-        pl[r] = m + std::log(vec::exp_sub_sum<T>(xr, nullptr, C, m));
         // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
         row_loss[r] =
             eps == 0.0 ? pl[r] - xr[pt[r]]
@@ -417,7 +371,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
             }
           });
         });
-        grads.add(0, dx);
+        grads.add(0, std::move(dx));
       });
 }
 
@@ -510,7 +464,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
                       T* pb = db.data_ptr<T>();
                       for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
                     });
-                    grads.add(1, db);
+                    grads.add(1, std::move(db));
                   }
                   if (grads.wants(0)) grads.add(0, da);
                 });
