@@ -15,6 +15,8 @@
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
 //     gradient's dY^T), the latter packed per tile into (kc, kMR) when its rows are far apart.
 //     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
+//   One row tile against a transposed B (a generated token's linear) packs B sliver by sliver
+//     into L1 instead (gemm_one_tile_bt): the weights are read once, nothing is written back.
 // Threads split the blocks of C (row tile x sliver), never k.
 //
 // Same bits at any thread count, by construction: every element of C is
@@ -272,6 +274,36 @@ inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64
   for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
 }
 
+// One row tile of C (m <= kMR) against a B stored (n, k): the linear layer of a generated
+// token (y = x W^T with one row x), a memory-bound product that reads each weight once.
+// Packing B's whole panel first (as gemm_nv does, to share it between row tiles) would write
+// every weight to a scratch panel and read it back; with one row tile nothing is shared, so
+// each sliver is packed into a small scratch (it stays in L1) right before its tile uses it,
+// sliver by sliver along k. The tiles, their FMA chains and epilogues are gemm_nv's, so the
+// product has the same bits as there (and as the same row inside a bigger product); threads
+// split the slivers.
+template <class T, int64_t NV>
+void gemm_one_tile_bt(int64_t m, int64_t n, int64_t k, T alpha, const T* a, bool ta, int64_t lda, const T* b,
+                      int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+  using L = Tile<T, NV>;
+  constexpr int64_t NR = L::kNR, KC = L::kKC;
+  const int64_t nt = (n + NR - 1) / NR;
+  auto slivers = [&](int64_t s0, int64_t s1) {
+    T* bs = scratch<T, 2>(KC * NR);
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t j0 = s * NR, nr = std::min(NR, n - j0);
+      for (int64_t k0 = 0; k0 < k; k0 += KC) {
+        const int64_t kc = std::min(KC, k - k0);
+        pack_b<T, NR>(b, true, ldb, k0, kc, j0, nr, bs);
+        tile<T, NV>(kc, at(a, ta, lda, 0, k0), ta, lda, bs, NR, alpha, beta, bias ? bias + j0 : nullptr,
+                    k0 == 0, k0 + kc == k, c + j0, ldc, m, nr);
+      }
+    }
+  };
+  if (threaded) parallel_for(0, nt, 1, slivers);
+  else slivers(0, nt);
+}
+
 // The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
 // (never k).
 template <class T, int64_t NV>
@@ -279,6 +311,8 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
              int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
   using L = Tile<T, NV>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
+  if (tb && m <= MR)
+    return gemm_one_tile_bt<T, NV>(m, n, k, alpha, a, ta, lda, b, ldb, beta, bias, c, ldc, threaded);
   const int64_t mt = (m + MR - 1) / MR;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
