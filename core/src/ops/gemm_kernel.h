@@ -13,7 +13,8 @@
 //     registers), when C has many rows to repay the copy, or when B's rows are far apart;
 //     else (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
-//     gradient's dY^T), the latter packed per tile into (kc, kMR) when its rows are far apart.
+//     gradient's dY^T), the latter packed into (kc, kMR) per tile when its rows are far apart,
+//     for up to kPackATiles row tiles at once into a panel shared by all threads.
 //     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
 //   One row tile against a transposed B (a generated token's linear) packs B sliver by sliver
 //     into L1 instead (gemm_one_tile_bt): the weights are read once, nothing is written back.
@@ -64,11 +65,13 @@ struct Tile {
 // from kPackBRows rows of C, or when its rows lie kPackBLd or more elements apart (a sliver's
 // rows would be that far apart in memory, a TLB page or more per few rows); below, the copy
 // costs more than it saves (the weight gradient's few rows against a long k). An A stored
-// transposed (the weight gradient's dY^T) is packed per tile when its rows are kPackALd or
-// more elements apart; nearer, the tiles share its cache lines and read it in place faster.
+// transposed (the weight gradient's dY^T) is packed when its rows are kPackALd or more
+// elements apart; nearer, the tiles share its cache lines and read it in place faster
+// (measured: packing tiny's 64-wide dY^T too costs ~15%).
 inline constexpr int64_t kPackBRows = 512;
 inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
+inline constexpr int64_t kPackATiles = 32;  // row tiles per A^T panel (448 rows: 448 KB, in L2)
 
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
@@ -333,42 +336,53 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         for (int64_t s = s0; s < s1; ++s)
           pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
       };
+      // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed for a
+      // group of row tiles at a time into a shared panel, (kc, kMR) per tile: read 8 rows of
+      // A^T at a time along their length (packing tile by tile would read a line per row and
+      // tile, 256 rows kPackALd or more apart per tile); a group's panel stays in L2 beside B's
+      const bool pack_a_panel = ta && lda >= kPackALd;
+      const int64_t groups = pack_a_panel ? (mt + kPackATiles - 1) / kPackATiles : 1;
+      const int64_t tg = (mt + groups - 1) / groups, kblocks = (kc + 7) / 8;
+      T* apanel = pack_a_panel ? scratch<T, 1>(tg * kc * MR) : nullptr;
+      int64_t g0 = 0;                                     // the group's first row tile
+      auto pack_a_rows = [&](int64_t kb0, int64_t kb1) {  // A^T's rows k0 + [8 kb0, 8 kb1)
+        for (int64_t kb = kb0 * 8; kb < std::min(kc, kb1 * 8); kb += 8)
+          for (int64_t t = g0; t < std::min(mt, g0 + tg); ++t)
+            pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
+                   apanel + (t - g0) * kc * MR + kb * MR);
+      };
       // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
-      // a tile's A stays in L1 across its slivers; an A^T tile with rows far apart is packed
-      // once per tile into this thread's scratch
+      // a tile's A stays in L1 across its slivers
       auto compute = [&](int64_t u0, int64_t u1) {
-        const bool packed = ta && lda >= kPackALd;
         const T* at0 = nullptr;
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t t = u / nt, s = u % nt;
           const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
-          if (u == u0 || s == 0) {  // a new row tile
-            at0 = at(a, ta, lda, i0, k0);
-            if (packed) {
-              T* ap = scratch<T, 1>(kc * MR);
-              pack_a(a, ta, lda, i0, mr, k0, kc, ap);
-              at0 = ap;
-            }
-          }
+          if (u == u0 || s == 0)  // a new row tile
+            at0 = pack_a_panel ? apanel + (t - g0) * kc * MR : at(a, ta, lda, i0, k0);
           const int64_t jj = j0 + s * NR;
           const T* bs;
           int64_t lds;
           sliver(s, bs, lds);
-          tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
-                      bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
-                      std::min(NR, n - jj));
+          tile<T, NV>(kc, at0, ta, pack_a_panel ? MR : lda, bs, lds, alpha, beta, bias ? bias + jj : nullptr,
+                      first, last, c + i0 * ldc + jj, ldc, mr, std::min(NR, n - jj));
         }
       };
       const int64_t s_pack0 = pack_all ? 0 : nt - 1;
-      if (!threaded) {
-        if (bpanel) pack_slivers(s_pack0, nt);
-        compute(0, mt * nt);
-        continue;
+      for (g0 = 0; g0 < mt; g0 += tg) {
+        const int64_t g1 = std::min(mt, g0 + tg);
+        if (!threaded) {
+          if (bpanel && g0 == 0) pack_slivers(s_pack0, nt);
+          if (apanel) pack_a_rows(0, kblocks);
+          compute(g0 * nt, g1 * nt);
+          continue;
+        }
+        // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
+        // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
+        if (bpanel && g0 == 0) parallel_for(s_pack0, nt, 1, pack_slivers);
+        if (apanel) parallel_for(0, kblocks, 1, pack_a_rows);
+        parallel_for(g0 * nt, g1 * nt, 1, compute);
       }
-      // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
-      // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
-      if (bpanel) parallel_for(s_pack0, nt, 1, pack_slivers);
-      parallel_for(0, mt * nt, 1, compute);
     }
   }
 }
