@@ -2,7 +2,7 @@
 //
 //   build/bench/gemm_bench --threads=2                    every shape, both implementations
 //   build/bench/gemm_bench --threads=2 --benchmark_filter=medium
-//   build/bench/gemm_bench --threads=1 --cpu-time          (rates per process CPU second)
+//   build/bench/gemm_bench --threads=1 --cpu-time    (rates per CPU second of all threads)
 //
 // For each config (tiny / small / medium: 2048 tokens, emb d) and each projection (d -> d for
 // W_query / out_proj, d -> 3d a fused qkv, d -> 4d and 4d -> d the feed-forward) it times the
@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
     for (auto* b : {benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g),
                     benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)}) {
       b->Unit(benchmark::kMicrosecond);
-      if (!g_cpu_time) b->UseRealTime();
+      if (g_cpu_time) b->MeasureProcessCPUTime();  // the pool's threads too
+      else b->UseRealTime();
     }
   }
   benchmark::Initialize(&n, args.data());

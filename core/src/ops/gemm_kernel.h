@@ -336,30 +336,36 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         for (int64_t s = s0; s < s1; ++s)
           pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
       };
-      // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed for a
-      // group of row tiles at a time into a shared panel, (kc, kMR) per tile: read 8 rows of
-      // A^T at a time along their length (packing tile by tile would read a line per row and
-      // tile, 256 rows kPackALd or more apart per tile); a group's panel stays in L2 beside B's
+      // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
+      // (kc, kMR) per tile, for the row tiles a thread computes (at most about kPackATiles
+      // per thread and group, so they stay in L2 beside B's panel) into its scratch: 8 rows of A^T at a
+      // time along their length (packing tile by tile would read a line per row and tile)
       const bool pack_a_panel = ta && lda >= kPackALd;
-      const int64_t groups = pack_a_panel ? (mt + kPackATiles - 1) / kPackATiles : 1;
-      const int64_t tg = (mt + groups - 1) / groups, kblocks = (kc + 7) / 8;
-      T* apanel = pack_a_panel ? scratch<T, 1>(tg * kc * MR) : nullptr;
-      int64_t g0 = 0;                                     // the group's first row tile
-      auto pack_a_rows = [&](int64_t kb0, int64_t kb1) {  // A^T's rows k0 + [8 kb0, 8 kb1)
-        for (int64_t kb = kb0 * 8; kb < std::min(kc, kb1 * 8); kb += 8)
-          for (int64_t t = g0; t < std::min(mt, g0 + tg); ++t)
+      const int64_t per_group = kPackATiles * (threaded ? get_num_threads() : 1);
+      const int64_t groups = pack_a_panel ? (mt + per_group - 1) / per_group : 1;
+      const int64_t tg = (mt + groups - 1) / groups;
+      auto pack_a_tiles = [&](int64_t t0, int64_t t1, T* out) {  // row tiles [t0, t1)
+        for (int64_t kb = 0; kb < kc; kb += 8)
+          for (int64_t t = t0; t < t1; ++t)
             pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
-                   apanel + (t - g0) * kc * MR + kb * MR);
+                   out + (t - t0) * kc * MR + kb * MR);
       };
       // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
       // a tile's A stays in L1 across its slivers
       auto compute = [&](int64_t u0, int64_t u1) {
+        const int64_t t_lo = u0 / nt;
+        T* apanel = nullptr;
+        if (pack_a_panel) {
+          const int64_t t_hi = (u1 - 1) / nt + 1;
+          apanel = scratch<T, 1>((t_hi - t_lo) * kc * MR);
+          pack_a_tiles(t_lo, t_hi, apanel);
+        }
         const T* at0 = nullptr;
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t t = u / nt, s = u % nt;
           const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
           if (u == u0 || s == 0)  // a new row tile
-            at0 = pack_a_panel ? apanel + (t - g0) * kc * MR : at(a, ta, lda, i0, k0);
+            at0 = pack_a_panel ? apanel + (t - t_lo) * kc * MR : at(a, ta, lda, i0, k0);
           const int64_t jj = j0 + s * NR;
           const T* bs;
           int64_t lds;
@@ -369,18 +375,16 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         }
       };
       const int64_t s_pack0 = pack_all ? 0 : nt - 1;
-      for (g0 = 0; g0 < mt; g0 += tg) {
+      for (int64_t g0 = 0; g0 < mt; g0 += tg) {
         const int64_t g1 = std::min(mt, g0 + tg);
         if (!threaded) {
           if (bpanel && g0 == 0) pack_slivers(s_pack0, nt);
-          if (apanel) pack_a_rows(0, kblocks);
           compute(g0 * nt, g1 * nt);
           continue;
         }
         // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
         // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
         if (bpanel && g0 == 0) parallel_for(s_pack0, nt, 1, pack_slivers);
-        if (apanel) parallel_for(0, kblocks, 1, pack_a_rows);
         parallel_for(g0 * nt, g1 * nt, 1, compute);
       }
     }
