@@ -319,75 +319,57 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
   const int64_t mt = (m + MR - 1) / MR;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-      const int64_t kc = std::min(KC, k - k0);
-      const bool first = k0 == 0, last = k0 + kc == k;
-      // B slivers: packed into the shared panel when B is stored transposed, or when enough
-      // row tiles reuse the panel to repay the copy; else read in place (row stride ldb),
-      // but for a partial last sliver, which is always packed (zero-padded)
-      const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
-      T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
-      auto sliver = [&](int64_t s, const T*& bs, int64_t& lds) {
-        const bool packed = pack_all || (pack_edge && s == nt - 1);
-        bs = packed ? bpanel + s * kc * NR : at(b, false, ldb, k0, j0 + s * NR);
-        lds = packed ? NR : ldb;
-      };
-      auto pack_slivers = [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s)
-          pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
-      };
-      // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
-      // (kc, kMR) per tile, for the row tiles a thread computes (at most about kPackATiles
-      // per thread and group, so they stay in L2 beside B's panel) into its scratch: 8 rows of A^T at a
-      // time along their length (packing tile by tile would read a line per row and tile)
-      const bool pack_a_panel = ta && lda >= kPackALd;
-      const int64_t per_group = kPackATiles * (threaded ? get_num_threads() : 1);
-      const int64_t groups = pack_a_panel ? (mt + per_group - 1) / per_group : 1;
-      const int64_t tg = (mt + groups - 1) / groups;
-      auto pack_a_tiles = [&](int64_t t0, int64_t t1, T* out) {  // row tiles [t0, t1)
-        for (int64_t kb = 0; kb < kc; kb += 8)
-          for (int64_t t = t0; t < t1; ++t)
-            pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
-                   out + (t - t0) * kc * MR + kb * MR);
-      };
-      // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
-      // a tile's A stays in L1 across its slivers
-      auto compute = [&](int64_t u0, int64_t u1) {
-        const int64_t t_lo = u0 / nt;
-        T* apanel = nullptr;
-        if (pack_a_panel) {
-          const int64_t t_hi = (u1 - 1) / nt + 1;
-          apanel = scratch<T, 1>((t_hi - t_lo) * kc * MR);
-          pack_a_tiles(t_lo, t_hi, apanel);
+    // B slivers: packed when B is stored transposed, or when enough row tiles reuse them to
+    // repay the copy; else read in place (row stride ldb), but for a partial last sliver,
+    // which is always packed (zero-padded)
+    const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
+    // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
+    // (kc, kMR) per tile, for up to kPackATiles row tiles at once (they stay in L2 beside the
+    // B slivers): 8 rows of A^T at a time along their length (tile by tile would read a line
+    // per row and tile)
+    const bool pack_at = ta && lda >= kPackALd;
+    // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major (a
+    // tile's A stays in L1 across its slivers), every k panel in order: a thread packs the
+    // slivers and A tiles its blocks read into its own scratch, so threads meet once per
+    // column panel, not twice per k panel
+    auto run = [&](int64_t u0, int64_t u1) {
+      const bool all_s = u1 - u0 >= nt || u0 % nt > (u1 - 1) % nt;
+      const int64_t s_lo = all_s ? 0 : u0 % nt, s_hi = all_s ? nt : (u1 - 1) % nt + 1;
+      const int64_t t_lo = u0 / nt, t_hi = (u1 - 1) / nt + 1,
+                    groups = pack_at ? (t_hi - t_lo + kPackATiles - 1) / kPackATiles : 1;
+      const int64_t tg = (t_hi - t_lo + groups - 1) / groups;  // row tiles per group, balanced
+      for (int64_t g0 = t_lo; g0 < t_hi; g0 += tg) {           // row tiles [g0, g1), blocks [v0, v1)
+        const int64_t g1 = std::min(t_hi, g0 + tg), v0 = std::max(u0, g0 * nt), v1 = std::min(u1, g1 * nt);
+        for (int64_t k0 = 0; k0 < k; k0 += KC) {
+          const int64_t kc = std::min(KC, k - k0);
+          const bool first = k0 == 0, last = k0 + kc == k;
+          T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
+          for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
+            pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+          T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
+          for (int64_t kb = 0; apanel && kb < kc; kb += 8)
+            for (int64_t t = g0; t < g1; ++t)
+              pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
+                     apanel + (t - g0) * kc * MR + kb * MR);
+          const T* at0 = nullptr;
+          for (int64_t u = v0; u < v1; ++u) {
+            const int64_t t = u / nt, s = u % nt;
+            const int64_t i0 = t * MR, mr = std::min(MR, m - i0), jj = j0 + s * NR;
+            if (u == v0 || s == 0)  // a new row tile
+              at0 = pack_at ? apanel + (t - g0) * kc * MR : at(a, ta, lda, i0, k0);
+            const bool packed = pack_all || (pack_edge && s == nt - 1);
+            tile<T, NV>(kc, at0, ta, pack_at ? MR : lda,
+                        packed ? bpanel + s * kc * NR : at(b, false, ldb, k0, jj), packed ? NR : ldb, alpha,
+                        beta, bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
+                        std::min(NR, n - jj));
+          }
         }
-        const T* at0 = nullptr;
-        for (int64_t u = u0; u < u1; ++u) {
-          const int64_t t = u / nt, s = u % nt;
-          const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
-          if (u == u0 || s == 0)  // a new row tile
-            at0 = pack_a_panel ? apanel + (t - t_lo) * kc * MR : at(a, ta, lda, i0, k0);
-          const int64_t jj = j0 + s * NR;
-          const T* bs;
-          int64_t lds;
-          sliver(s, bs, lds);
-          tile<T, NV>(kc, at0, ta, pack_a_panel ? MR : lda, bs, lds, alpha, beta, bias ? bias + jj : nullptr,
-                      first, last, c + i0 * ldc + jj, ldc, mr, std::min(NR, n - jj));
-        }
-      };
-      const int64_t s_pack0 = pack_all ? 0 : nt - 1;
-      for (int64_t g0 = 0; g0 < mt; g0 += tg) {
-        const int64_t g1 = std::min(mt, g0 + tg);
-        if (!threaded) {
-          if (bpanel && g0 == 0) pack_slivers(s_pack0, nt);
-          compute(g0 * nt, g1 * nt);
-          continue;
-        }
-        // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
-        // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
-        if (bpanel && g0 == 0) parallel_for(s_pack0, nt, 1, pack_slivers);
-        parallel_for(g0 * nt, g1 * nt, 1, compute);
       }
-    }
+    };
+    // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
+    // few row tiles (the weight gradient's) whole tiles would leave a thread idle
+    if (threaded) parallel_for(0, mt * nt, 1, run);
+    else run(0, mt * nt);
   }
 }
 
