@@ -8,17 +8,19 @@
 // kMR values of an A tile and issues kMR * kNV FMAs. k runs in panels of kKC, columns in
 // panels of kNC (the B panel stays in L2 while an A tile sits in L1). Operands are read in
 // place where their layout already suits the kernel, and packed where it does not:
-//   B: packed per panel into kNR-wide slivers shared by all threads when stored (n, k)
-//     (trans_b, the linear layer's weight and attention's K: 16 x 16 blocks transposed in
-//     registers), when C has many rows to repay the copy, or when B's rows are far apart;
-//     else (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
+//   B: packed per panel into kNR-wide slivers (a thread packs those its blocks read) when
+//     stored (n, k) (trans_b, the linear layer's weight and attention's K: 16 x 16 blocks
+//     transposed in registers), when C has many rows to repay the copy, or when B's rows are
+//     far apart; else (k, n) row-major slivers are read in place (stride ldb), a partial one
+//     packed.
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
 //     gradient's dY^T), the latter packed into (kc, kMR) per tile when its rows are far apart,
-//     for up to kPackATiles row tiles at once into a panel shared by all threads.
+//     for up to kPackATiles row tiles of a thread at once.
 //     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
 //   One row tile against a transposed B (a generated token's linear) packs B sliver by sliver
 //     into L1 instead (gemm_one_tile_bt): the weights are read once, nothing is written back.
-// Threads split the blocks of C (row tile x sliver), never k.
+// Threads split the blocks of C (row tile x sliver), never k; a thread runs all k panels of
+// its blocks, so threads meet once per column panel.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
@@ -333,6 +335,7 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     // slivers and A tiles its blocks read into its own scratch, so threads meet once per
     // column panel, not twice per k panel
     auto run = [&](int64_t u0, int64_t u1) {
+      if (u0 >= u1) return;
       const bool all_s = u1 - u0 >= nt || u0 % nt > (u1 - 1) % nt;
       const int64_t s_lo = all_s ? 0 : u0 % nt, s_hi = all_s ? nt : (u1 - 1) % nt + 1;
       const int64_t t_lo = u0 / nt, t_hi = (u1 - 1) / nt + 1,
