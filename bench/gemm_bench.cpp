@@ -2,6 +2,7 @@
 //
 //   build/bench/gemm_bench --threads=2                    every shape, both implementations
 //   build/bench/gemm_bench --threads=2 --benchmark_filter=medium
+//   build/bench/gemm_bench --threads=1 --cpu-time    (rates per CPU second of all threads)
 //
 // For each config (tiny / small / medium: 2048 tokens, emb d) and each projection (d -> d for
 // W_query / out_proj, d -> 3d a fused qkv, d -> 4d and 4d -> d the feed-forward) it times the
@@ -33,6 +34,7 @@ namespace {
 using xgrad::Tensor;
 
 int g_threads = 1;
+bool g_cpu_time = false;  // --cpu-time: rates per CPU second of the process (a shared machine)
 
 // C (m, n) = op(A) (m, k) @ op(B) (k, n), row-major, as stored.
 struct Gemm {
@@ -95,16 +97,20 @@ int main(int argc, char** argv) {
       g_threads = std::max(1, std::atoi(argv[i] + 10));
       continue;
     }
+    if (std::strcmp(argv[i], "--cpu-time") == 0) {
+      g_cpu_time = true;
+      continue;
+    }
     args.push_back(argv[i]);
   }
   int n = static_cast<int>(args.size());
   for (const Gemm& g : gemms()) {
-    benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+    for (auto* b : {benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g),
+                    benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)}) {
+      b->Unit(benchmark::kMicrosecond);
+      if (g_cpu_time) b->MeasureProcessCPUTime();  // the pool's threads too
+      else b->UseRealTime();
+    }
   }
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;

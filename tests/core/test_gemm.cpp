@@ -50,10 +50,19 @@ const GemmShape kShapes[] = {
     // A stored transposed with rows far apart (packed per tile), last row tiles of 8 and 13
     {400, 48, 300, true, false},
     {391, 45, 270, true, false},
+    // ... in groups of row tiles (72 tiles: three panels of 24), k panels not a multiple of 8
+    {1000, 40, 300, true, false},
     // attention's row blocks: 32 rows (two whole tiles and one of 4), K^T transposed by blocks
     {32, 64, 16, false, true},
     {32, 16, 64, true, false},
     {32, 96, 48, false, true},
+    // one row tile against B stored transposed (a generated token's linear): slivers packed one
+    // at a time; split over threads from 4e6 flops (4001 x 600, 14 x 1000 x 300)
+    {1, 4001, 600, false, true},
+    {1, 769, 300, true, true},
+    {4, 97, 384, true, true},
+    {14, 1000, 300, false, true},
+    {2, 16, 257, false, true},
 };
 
 Tensor operand(int64_t rows, int64_t cols, bool transposed, Generator& g, DType dt) {
@@ -148,6 +157,29 @@ TEST(Gemm, LinearBiasInTheEpilogueEqualsMatmulPlusBias) {
                             static_cast<std::size_t>(rows * out) * sizeof(float)),
                 0)
           << rows << "x" << in << " -> " << out << " at " << threads << " threads";
+    }
+  }
+}
+
+// A few rows (a generated token's linear, one row tile) take their own path through the
+// kernel, but the same tiles and epilogues: each row has the same bits as inside a product
+// of many rows (a prompt's), with and without a bias, at any thread count.
+TEST(Gemm, FewRowsHaveTheSameBitsAsTheSameRowsOfABigProduct) {
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{300, 769}, {64, 96}, {600, 4001}}) {
+    Generator g(13);
+    const Tensor x = randn({64, in}, &g), w = randn({out, in}, &g), b = randn({out}, &g);
+    const Tensor all = linear(x, w, b), all_nb = linear(x, w, Tensor());
+    for (int64_t rows : {1, 3, 14}) {
+      for (int threads : {1, 2, 3}) {
+        testing::ThreadCount tc(threads);
+        const Tensor part = x.slice(0, 5, 5 + rows).contiguous();
+        const Tensor few = linear(part, w, b), few_nb = linear(part, w, Tensor());
+        const std::size_t bytes = static_cast<std::size_t>(rows * out) * sizeof(float);
+        EXPECT_EQ(std::memcmp(few.raw_data_ptr(), all.data_ptr<float>() + 5 * out, bytes), 0)
+            << rows << " rows, " << in << " -> " << out << " with bias at " << threads << " threads";
+        EXPECT_EQ(std::memcmp(few_nb.raw_data_ptr(), all_nb.data_ptr<float>() + 5 * out, bytes), 0)
+            << rows << " rows, " << in << " -> " << out << " at " << threads << " threads";
+      }
     }
   }
 }

@@ -8,14 +8,19 @@
 // kMR values of an A tile and issues kMR * kNV FMAs. k runs in panels of kKC, columns in
 // panels of kNC (the B panel stays in L2 while an A tile sits in L1). Operands are read in
 // place where their layout already suits the kernel, and packed where it does not:
-//   B: packed per panel into kNR-wide slivers shared by all threads when stored (n, k)
-//     (trans_b, the linear layer's weight and attention's K: 16 x 16 blocks transposed in
-//     registers), when C has many rows to repay the copy, or when B's rows are far apart;
-//     else (k, n) row-major slivers are read in place (stride ldb), a partial one packed.
+//   B: packed per panel into kNR-wide slivers (a thread packs those its blocks read) when
+//     stored (n, k) (trans_b, the linear layer's weight and attention's K: 16 x 16 blocks
+//     transposed in registers), when C has many rows to repay the copy, or when B's rows are
+//     far apart; else (k, n) row-major slivers are read in place (stride ldb), a partial one
+//     packed.
 //   A: tiles read in place, (m, k) row-major or stored (k, m) (trans_a, the weight
-//     gradient's dY^T), the latter packed per tile into (kc, kMR) when its rows are far apart.
+//     gradient's dY^T), the latter packed into (kc, kMR) per tile when its rows are far apart,
+//     for up to kPackATiles row tiles of a thread at once.
 //     The last row tile runs a micro-kernel of exactly its rows (no padding rows computed).
-// Threads split the blocks of C (row tile x sliver), never k.
+//   One row tile against a transposed B (a generated token's linear) packs B sliver by sliver
+//     into L1 instead (gemm_one_tile_bt): the weights are read once, nothing is written back.
+// Threads split the blocks of C (row tile x sliver), never k; a thread runs all k panels of
+// its blocks, so threads meet once per column panel.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
@@ -62,11 +67,13 @@ struct Tile {
 // from kPackBRows rows of C, or when its rows lie kPackBLd or more elements apart (a sliver's
 // rows would be that far apart in memory, a TLB page or more per few rows); below, the copy
 // costs more than it saves (the weight gradient's few rows against a long k). An A stored
-// transposed (the weight gradient's dY^T) is packed per tile when its rows are kPackALd or
-// more elements apart; nearer, the tiles share its cache lines and read it in place faster.
+// transposed (the weight gradient's dY^T) is packed when its rows are kPackALd or more
+// elements apart; nearer, the tiles share its cache lines and read it in place as fast
+// (measured: packing tiny's 192- and 256-wide dY^T too gains nothing).
 inline constexpr int64_t kPackBRows = 512;
 inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
+inline constexpr int64_t kPackATiles = 32;  // row tiles per A^T panel (448 rows: 448 KB, in L2)
 
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
@@ -272,6 +279,36 @@ inline void tile(int64_t kc, const T* a, bool ta, int64_t lda, const T* b, int64
   for (int64_t r = 0; r < mr; ++r) std::copy(ct + r * NR, ct + r * NR + nr, c + r * ldc);
 }
 
+// One row tile of C (m <= kMR) against a B stored (n, k): the linear layer of a generated
+// token (y = x W^T with one row x), a memory-bound product that reads each weight once.
+// Packing B's whole panel first (as gemm_nv does, to share it between row tiles) would write
+// every weight to a scratch panel and read it back; with one row tile nothing is shared, so
+// each sliver is packed into a small scratch (it stays in L1) right before its tile uses it,
+// sliver by sliver along k. The tiles, their FMA chains and epilogues are gemm_nv's, so the
+// product has the same bits as there (and as the same row inside a bigger product); threads
+// split the slivers.
+template <class T, int64_t NV>
+void gemm_one_tile_bt(int64_t m, int64_t n, int64_t k, T alpha, const T* a, bool ta, int64_t lda, const T* b,
+                      int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+  using L = Tile<T, NV>;
+  constexpr int64_t NR = L::kNR, KC = L::kKC;
+  const int64_t nt = (n + NR - 1) / NR;
+  auto slivers = [&](int64_t s0, int64_t s1) {
+    T* bs = scratch<T, 2>(KC * NR);
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t j0 = s * NR, nr = std::min(NR, n - j0);
+      for (int64_t k0 = 0; k0 < k; k0 += KC) {
+        const int64_t kc = std::min(KC, k - k0);
+        pack_b<T, NR>(b, true, ldb, k0, kc, j0, nr, bs);
+        tile<T, NV>(kc, at(a, ta, lda, 0, k0), ta, lda, bs, NR, alpha, beta, bias ? bias + j0 : nullptr,
+                    k0 == 0, k0 + kc == k, c + j0, ldc, m, nr);
+      }
+    }
+  };
+  if (threaded) parallel_for(0, nt, 1, slivers);
+  else slivers(0, nt);
+}
+
 // The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
 // (never k).
 template <class T, int64_t NV>
@@ -279,63 +316,63 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
              int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
   using L = Tile<T, NV>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
+  if (tb && m <= MR)
+    return gemm_one_tile_bt<T, NV>(m, n, k, alpha, a, ta, lda, b, ldb, beta, bias, c, ldc, threaded);
   const int64_t mt = (m + MR - 1) / MR;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-      const int64_t kc = std::min(KC, k - k0);
-      const bool first = k0 == 0, last = k0 + kc == k;
-      // B slivers: packed into the shared panel when B is stored transposed, or when enough
-      // row tiles reuse the panel to repay the copy; else read in place (row stride ldb),
-      // but for a partial last sliver, which is always packed (zero-padded)
-      const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
-      T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
-      auto sliver = [&](int64_t s, const T*& bs, int64_t& lds) {
-        const bool packed = pack_all || (pack_edge && s == nt - 1);
-        bs = packed ? bpanel + s * kc * NR : at(b, false, ldb, k0, j0 + s * NR);
-        lds = packed ? NR : ldb;
-      };
-      auto pack_slivers = [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s)
-          pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
-      };
-      // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major, so
-      // a tile's A stays in L1 across its slivers; an A^T tile with rows far apart is packed
-      // once per tile into this thread's scratch
-      auto compute = [&](int64_t u0, int64_t u1) {
-        const bool packed = ta && lda >= kPackALd;
-        const T* at0 = nullptr;
-        for (int64_t u = u0; u < u1; ++u) {
-          const int64_t t = u / nt, s = u % nt;
-          const int64_t i0 = t * MR, mr = std::min(MR, m - i0);
-          if (u == u0 || s == 0) {  // a new row tile
-            at0 = at(a, ta, lda, i0, k0);
-            if (packed) {
-              T* ap = scratch<T, 1>(kc * MR);
-              pack_a(a, ta, lda, i0, mr, k0, kc, ap);
-              at0 = ap;
-            }
+    // B slivers: packed when B is stored transposed, or when enough row tiles reuse them to
+    // repay the copy; else read in place (row stride ldb), but for a partial last sliver,
+    // which is always packed (zero-padded)
+    const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
+    // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
+    // (kc, kMR) per tile, for up to kPackATiles row tiles at once (they stay in L2 beside the
+    // B slivers): 8 rows of A^T at a time along their length (tile by tile would read a line
+    // per row and tile)
+    const bool pack_at = ta && lda >= kPackALd;
+    // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major (a
+    // tile's A stays in L1 across its slivers), every k panel in order: a thread packs the
+    // slivers and A tiles its blocks read into its own scratch, so threads meet once per
+    // column panel, not twice per k panel
+    auto run = [&](int64_t u0, int64_t u1) {
+      if (u0 >= u1) return;
+      const bool all_s = u1 - u0 >= nt || u0 % nt > (u1 - 1) % nt;
+      const int64_t s_lo = all_s ? 0 : u0 % nt, s_hi = all_s ? nt : (u1 - 1) % nt + 1;
+      const int64_t t_lo = u0 / nt, t_hi = (u1 - 1) / nt + 1,
+                    groups = pack_at ? (t_hi - t_lo + kPackATiles - 1) / kPackATiles : 1;
+      const int64_t tg = (t_hi - t_lo + groups - 1) / groups;  // row tiles per group, balanced
+      for (int64_t g0 = t_lo; g0 < t_hi; g0 += tg) {           // row tiles [g0, g1), blocks [v0, v1)
+        const int64_t g1 = std::min(t_hi, g0 + tg), v0 = std::max(u0, g0 * nt), v1 = std::min(u1, g1 * nt);
+        for (int64_t k0 = 0; k0 < k; k0 += KC) {
+          const int64_t kc = std::min(KC, k - k0);
+          const bool first = k0 == 0, last = k0 + kc == k;
+          T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
+          for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
+            pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+          T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
+          for (int64_t kb = 0; apanel && kb < kc; kb += 8)
+            for (int64_t t = g0; t < g1; ++t)
+              pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
+                     apanel + (t - g0) * kc * MR + kb * MR);
+          const T* at0 = nullptr;
+          for (int64_t u = v0; u < v1; ++u) {
+            const int64_t t = u / nt, s = u % nt;
+            const int64_t i0 = t * MR, mr = std::min(MR, m - i0), jj = j0 + s * NR;
+            if (u == v0 || s == 0)  // a new row tile
+              at0 = pack_at ? apanel + (t - g0) * kc * MR : at(a, ta, lda, i0, k0);
+            const bool packed = pack_all || (pack_edge && s == nt - 1);
+            tile<T, NV>(kc, at0, ta, pack_at ? MR : lda,
+                        packed ? bpanel + s * kc * NR : at(b, false, ldb, k0, jj), packed ? NR : ldb, alpha,
+                        beta, bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
+                        std::min(NR, n - jj));
           }
-          const int64_t jj = j0 + s * NR;
-          const T* bs;
-          int64_t lds;
-          sliver(s, bs, lds);
-          tile<T, NV>(kc, at0, packed || ta, packed ? MR : lda, bs, lds, alpha, beta,
-                      bias ? bias + jj : nullptr, first, last, c + i0 * ldc + jj, ldc, mr,
-                      std::min(NR, n - jj));
         }
-      };
-      const int64_t s_pack0 = pack_all ? 0 : nt - 1;
-      if (!threaded) {
-        if (bpanel) pack_slivers(s_pack0, nt);
-        compute(0, mt * nt);
-        continue;
       }
-      // threads split the grid's blocks evenly (a tile's slivers may go to two threads):
-      // with few row tiles (the weight gradient's) whole tiles would leave a thread idle
-      if (bpanel) parallel_for(s_pack0, nt, 1, pack_slivers);
-      parallel_for(0, mt * nt, 1, compute);
-    }
+    };
+    // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
+    // few row tiles (the weight gradient's) whole tiles would leave a thread idle
+    if (threaded) parallel_for(0, mt * nt, 1, run);
+    else run(0, mt * nt);
   }
 }
 
