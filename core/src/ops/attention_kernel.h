@@ -45,6 +45,7 @@
 #include <immintrin.h>  // keep_factors' byte test
 #endif
 
+#include "ops/gemm_kernel.h"  // transpose_16x16
 #include "ops/vec_math.h"
 
 namespace xgrad::attention_kernel {
@@ -189,50 +190,9 @@ std::pair<const T*, int64_t> b_rows(const T* x, int64_t ldx, int64_t n, int64_t 
   return {buf, round_up(m, kW<T>)};
 }
 
-#if XSIMD_WITH_AVX512F
-// out[l * ldo + i] = in[i * ldi + l] for i, l < 16: a 16 x 16 float block transposed in
-// registers (pairs, quads, then 128-bit lanes twice). GCC 12's intrinsics start from
-// _mm512_undefined_ps, which -Wuninitialized reports once inlined (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-inline void transpose_16x16(const float* in, int64_t ldi, float* out, int64_t ldo) {
-  __m512 r[16], t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ldi);
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; i += 4)
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m512d a = _mm512_castps_pd(t[i + h]), b = _mm512_castps_pd(t[i + h + 2]);
-      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    }
-#pragma GCC unroll 16
-  for (int h = 0; h < 16; h += 8)
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-#pragma GCC unroll 16
-  for (int l = 0; l < 16; ++l) _mm512_storeu_ps(out + l * ldo, r[l]);
-}
-#pragma GCC diagnostic pop
-#endif
-
 // x (n rows of m values, row stride ldx) -> x^T as slivers of kNR columns: sliver s holds
 // x^T[:, s kNR : (s + 1) kNR] as (m, kNR) rows, zero-padded past n. Whole 16 x 16 float
-// blocks go through transpose_16x16 (AVX-512), the rest element by element, row by row.
+// blocks go through gemm_kernel::transpose_16x16 (AVX-512), the rest element by element, row by row.
 template <class T>
 void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* out) {
   constexpr int64_t NR = kNR<T>;
@@ -245,7 +205,7 @@ void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* o
       jb = nr / 16 * 16;
       mb = m / 16 * 16;
       for (int64_t j = 0; j < jb; j += 16)
-        for (int64_t e = 0; e < mb; e += 16) transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
+        for (int64_t e = 0; e < mb; e += 16) gemm_kernel::transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
     }
 #endif
     for (int64_t j = 0; j < nr; ++j) {
