@@ -205,7 +205,8 @@ void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* o
       jb = nr / 16 * 16;
       mb = m / 16 * 16;
       for (int64_t j = 0; j < jb; j += 16)
-        for (int64_t e = 0; e < mb; e += 16) gemm_kernel::transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
+        for (int64_t e = 0; e < mb; e += 16)
+          gemm_kernel::transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
     }
 #endif
     for (int64_t j = 0; j < nr; ++j) {
