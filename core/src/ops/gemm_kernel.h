@@ -211,6 +211,9 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
   for (int64_t r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int64_t v = 0; v < NV; ++v) acc[r][v] = V(T(0));
+  // k unrolled by 4 (the order of every accumulator's FMAs is unchanged): measured in situ on
+  // the GPT's shapes, 2-14% faster than the rolled loop (most at kc = 64, the tiny model's K)
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
 #pragma GCC unroll 4
