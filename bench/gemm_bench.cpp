@@ -10,7 +10,8 @@
 // weight grad dW = dy^T @ x (K = 2048). "xgrad" is xgrad::matmul (split over xgrad's threads,
 // OpenBLAS on one thread, output allocated per call); "openblas" is one cblas_sgemm with
 // OpenBLAS's own N threads into a preallocated output (what xgrad did before it owned the
-// threads). Compare the two rows of a shape; a shape's GFLOP/s is in the counters.
+// threads). Compare the two rows of a shape; a shape's GFLOP/s is in the counters. "linear"
+// rows time a whole nn.Linear with bias in training (forward, then dx, dW and db).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -73,6 +74,23 @@ void bench_xgrad(benchmark::State& state, Gemm g) {
   set_flops(state, g);
 }
 
+// A whole Linear with bias as in training, on the gemm's shapes (m = tokens, k = in, n = out):
+// y = linear(x, W, b), then y.backward(dy): the forward GEMM, dx and dW, and the bias gradient
+// (6 m n k flops).
+void bench_linear(benchmark::State& state, Gemm g) {
+  xgrad::set_num_threads(g_threads);
+  Tensor x = xgrad::randn({g.m, g.k}).requires_grad_();
+  Tensor w = xgrad::randn({g.n, g.k}).requires_grad_();
+  Tensor b = xgrad::randn({g.n}).requires_grad_();
+  Tensor dy = xgrad::randn({g.m, g.n});
+  for (auto _ : state) {
+    for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+    xgrad::linear(x, w, b).backward(dy);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      6.0 * g.m * g.n * g.k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
 void bench_openblas(benchmark::State& state, Gemm g) {
   xgrad::set_num_threads(1);
   openblas_set_num_threads(g_threads);
@@ -104,13 +122,19 @@ int main(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   int n = static_cast<int>(args.size());
+  std::vector<benchmark::internal::Benchmark*> all;
   for (const Gemm& g : gemms()) {
-    for (auto* b : {benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g),
-                    benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g)}) {
-      b->Unit(benchmark::kMicrosecond);
-      if (g_cpu_time) b->MeasureProcessCPUTime();  // the pool's threads too
-      else b->UseRealTime();
-    }
+    if (g.name.ends_with("/fwd"))  // x @ W^T: m tokens, k = in, n = out
+      all.push_back(benchmark::RegisterBenchmark(
+          (g.name.substr(0, g.name.size() - 3) + "linear/xgrad").c_str(), bench_linear, g));
+
+    all.push_back(benchmark::RegisterBenchmark((g.name + "/xgrad").c_str(), bench_xgrad, g));
+    all.push_back(benchmark::RegisterBenchmark((g.name + "/openblas").c_str(), bench_openblas, g));
+  }
+  for (auto* b : all) {
+    b->Unit(benchmark::kMicrosecond);
+    if (g_cpu_time) b->MeasureProcessCPUTime();  // the pool's threads too
+    else b->UseRealTime();
   }
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
