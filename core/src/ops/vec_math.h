@@ -183,7 +183,7 @@ inline V exp_clamped(V z) {
   if constexpr (std::is_same_v<V, float>) {
     return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
 #if defined(__AVX512F__)
-  } else if constexpr (sizeof(V) == 64) {
+  } else if constexpr (sizeof(V) == 64 && std::is_same_v<typename V::value_type, float>) {
     // p * 2^n in one instruction (vscalefps) instead of a convert, an add, a shift and a
     // multiply: the same bits, since 2^n and the product are normal floats here
     return V(_mm512_scalef_ps(p, n));
