@@ -28,7 +28,9 @@ bool exclusively_owned(const Tensor& t) {
          impl->storage->nbytes == static_cast<std::size_t>(t.numel()) * itemsize(t.dtype());
 }
 
-// slot += g, copying only when slot is not ours to modify.
+// slot += g, copying only when neither slot nor g is ours to modify. When only g is (a
+// residual add hands its dout to both branches; the branch's gradient comes back fresh), g
+// takes the sum in place: g + slot has the bits of slot + g, and no new buffer is touched.
 void accumulate(Tensor& slot, bool& owned, Tensor g) {
   if (!slot.defined()) {
     owned = exclusively_owned(g);
@@ -36,6 +38,11 @@ void accumulate(Tensor& slot, bool& owned, Tensor g) {
   } else if (owned) {
     NoGradGuard guard;
     slot.add_(g);
+  } else if (exclusively_owned(g)) {
+    NoGradGuard guard;
+    g.add_(slot);
+    slot = std::move(g);
+    owned = true;
   } else {
     NoGradGuard guard;
     slot = add(slot, g);

@@ -180,6 +180,16 @@ TEST(Activations, GeluTanhFloatMatchesTheComposedFormula) {
   }
 }
 
+// GeluBackward0 saves its input, as torch's does (the backward evaluates gelu' from x): an
+// in-place change of x after the forward makes the backward throw instead of using stale values.
+TEST(Activations, GeluSavesItsInput) {
+  Tensor leaf = randn({4, 5}).requires_grad_();
+  Tensor x = leaf * 1.0;
+  Tensor y = gelu(x, "tanh");
+  x.mul_(2.0);
+  expect_error([&] { y.sum().backward(); }, {"modified by an in-place operation"});
+}
+
 TEST(Activations, NonContiguousInputs) {
   Generator g(9);
   Tensor nc = randn({6, 5}, &g).t();

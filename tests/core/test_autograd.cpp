@@ -114,6 +114,25 @@ TEST(Autograd, LeafGradIsNotAliasedWithOtherBuffers) {
   EXPECT_EQ(grad_of(y), (std::vector<double>{1.0, 1.0}));
 }
 
+// A residual add hands its dout to both branches; the branch's fresh gradient then takes the
+// sum in place (autograd.cpp's accumulate). The shared gradient, here the caller's own, must
+// stay untouched, and the sum must be right whichever of the two arrives first.
+TEST(Autograd, AFreshGradientTakesTheSumLeavingTheSharedOneAlone) {
+  Tensor x = leaf({1.0, -2.0, 0.5});
+  Tensor h = x * 1.0;
+  Tensor y = h + h * 2.0;  // dy/dh = 1 (shared dout) + 2 (fresh)
+  Tensor g = tensor({1.0, 10.0, 100.0}, kFloat64);
+  y.backward(g);
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1.0, 10.0, 100.0}));
+  EXPECT_EQ(grad_of(x), (std::vector<double>{3.0, 30.0, 300.0}));
+  Tensor x2 = leaf({1.0, -2.0, 0.5});
+  Tensor h2 = x2 * 1.0;
+  Tensor y2 = h2 * 2.0 + h2;  // the other order of arrival
+  y2.backward(g);
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1.0, 10.0, 100.0}));
+  EXPECT_EQ(grad_of(x2), (std::vector<double>{3.0, 30.0, 300.0}));
+}
+
 TEST(Autograd, InPlaceOnASavedTensorMakesBackwardThrow) {
   Tensor x = leaf({1.0, 2.0, 3.0});
   Tensor a = x * 1.0;
