@@ -374,7 +374,8 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
   pack_transposed_slivers(k, ldk, p.S, E, kt);
   const auto [vb, ldvb] = b_rows(v, ldv, p.S, Ev, vp);
   auto kt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kt + j0 * E, kNR<T>); };
-  auto vp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vb + j0, ldvb); };
+  // (structured bindings are init-captured: clang 14, the fuzz build's compiler, cannot capture them)
+  auto vp_at = [vb = vb, ldvb = ldvb](int64_t j0) { return std::pair<const T*, int64_t>(vb + j0, ldvb); };
   const T scale = static_cast<T>(p.scale);
   for (int64_t r0 = 0; r0 < p.L; r0 += p.block) {
     const int64_t r1 = std::min(r0 + p.block, p.L);
@@ -419,7 +420,7 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   const auto [qb, ldqb] = dk ? b_rows(q, ldq, L, E, qp) : std::pair<const T*, int64_t>();
   const auto [dob, lddob] = dv ? b_rows(dout, lddo, L, Ev, dop) : std::pair<const T*, int64_t>();
   auto vt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vt + j0 * Ev, kNR<T>); };
-  auto kp_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kb + j0, ldkb); };
+  auto kp_at = [kb = kb, ldkb = ldkb](int64_t j0) { return std::pair<const T*, int64_t>(kb + j0, ldkb); };
   for (int64_t r0 = 0; r0 < L; r0 += p.block) {
     const int64_t r1 = std::min(r0 + p.block, L);
     if (want_s)
@@ -440,8 +441,12 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   const T* wv = dropped ? wd : w;
   for (int64_t j0 = 0; j0 < S; j0 += g.tile) {
     const int64_t mr = std::min(g.tile, S - j0), i0 = p.causal ? std::min(j0, L) : 0;
-    auto qp_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(qb + i0 * ldqb + e0, ldqb); };
-    auto dop_at = [&](int64_t e0) { return std::pair<const T*, int64_t>(dob + i0 * lddob + e0, lddob); };
+    auto qp_at = [qb = qb, ldqb = ldqb, i0](int64_t e0) {
+      return std::pair<const T*, int64_t>(qb + i0 * ldqb + e0, ldqb);
+    };
+    auto dop_at = [dob = dob, lddob = lddob, i0](int64_t e0) {
+      return std::pair<const T*, int64_t>(dob + i0 * lddob + e0, lddob);
+    };
     if (dk)
       row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
     if (dv)
