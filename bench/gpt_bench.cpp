@@ -14,7 +14,8 @@
 // step time, tokens/s, this process's peak RSS (VmHWM from /proc/self/status) and what the
 // build runs on (xgrad::simd_level(), xgrad::gemm_backend(): "simd_level", "gemm_backend").
 //
-// --profile runs --steps more training steps under xgrad::profiler::profile and prints its
+// --profile runs --steps more steps (training, or forward passes in --mode forward) under
+// xgrad::profiler::profile and prints its
 // table (torch's key_averages().table(), by self time) to stderr: every op's forward and
 // every backward node, with calls and bytes allocated.
 // --cpu-time measures steps in this process's CPU time instead of wall time (the JSON says
@@ -273,11 +274,21 @@ int run(const Options& o) {
   } else {
     model.eval();
     NoGradGuard ng;
-    for (int i = 0; i < o.warmup + o.steps; ++i) {
+    auto step = [&](int i) {
       auto t0 = Clock::now();
       Tensor logits = model(batches[i % batches.size()].first);
-      double s = seconds_since(t0);
+      return seconds_since(t0);
+    };
+    for (int i = 0; i < o.warmup + o.steps; ++i) {
+      double s = step(i);
       if (i >= o.warmup) times.push_back(s);
+    }
+    if (o.profile) {
+      xgrad::profiler::profile prof;
+      for (int i = 0; i < o.steps; ++i) step(i);
+      prof.stop();
+      std::fprintf(stderr, "\nprofile of %d forward passes (unprofiled median %.3f ms):\n%s", o.steps,
+                   1e3 * median(times), prof.key_averages().table("self_cpu_time_total", 40).c_str());
     }
   }
 
