@@ -14,10 +14,10 @@
 // step time, tokens/s, this process's peak RSS (VmHWM from /proc/self/status) and what the
 // build runs on (xgrad::simd_level(), xgrad::gemm_backend(): "simd_level", "gemm_backend").
 //
-// --profile runs --steps more steps (training, or forward passes in --mode forward) under
-// xgrad::profiler::profile and prints its
-// table (torch's key_averages().table(), by self time) to stderr: every op's forward and
-// every backward node, with calls and bytes allocated.
+// --profile runs --steps more steps (training steps, or forward passes in --mode forward)
+// under xgrad::profiler::profile and prints its table (torch's key_averages().table(), by
+// self time) to stderr: every op's forward and every backward node, with calls and bytes
+// allocated.
 // --cpu-time measures steps in this process's CPU time instead of wall time (the JSON says
 // which in "clock"), for a machine other processes load.
 #include <cblas.h>
