@@ -226,23 +226,42 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
     }
     b += ldb;
   }
-  const V va(alpha), vb(beta);
+  // the epilogue: its case is chosen once per tile, then each case is straight-line code (a
+  // test per vector made GCC reload alpha and spill accumulators: 16% of the tiny model's
+  // kernel time); every case computes each element as c = f(c, alpha * acc) [+ bias]
+  if (alpha != T(1)) {
+    const V va(alpha);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < NV; ++v) acc[r][v] = va * acc[r][v];
+  }
   V vbias[NV];
 #pragma GCC unroll 4
-  for (int64_t v = 0; v < NV; ++v) vbias[v] = bias ? V::load_unaligned(bias + v * W) : V(T(0));
+  for (int64_t v = 0; v < NV; ++v) vbias[v] = bias && last ? V::load_unaligned(bias + v * W) : V(T(0));
+  // kC: 0 C is not read (BLAS: not when beta is 0; nor with a bias), 1 c + s, 2 beta * c + s
+  auto finish = [&](auto kC, auto kBias) {
+    const V vb(beta);
 #pragma GCC unroll 16
-  for (int64_t r = 0; r < MR; ++r)
+    for (int64_t r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int64_t v = 0; v < NV; ++v) {
-      T* p = c + r * ldc + v * W;
-      const V s = alpha == T(1) ? acc[r][v] : va * acc[r][v];
-      V out;
-      if (!first) out = V::load_unaligned(p) + s;
-      else if (beta == T(0) || bias) out = s;  // BLAS: C is not read when beta is 0
-      else out = vb * V::load_unaligned(p) + s;
-      if (bias && last) out = out + vbias[v];
-      out.store_unaligned(p);
-    }
+      for (int64_t v = 0; v < NV; ++v) {
+        T* p = c + r * ldc + v * W;
+        V out;
+        if constexpr (kC() == 0) out = acc[r][v];
+        else if constexpr (kC() == 1) out = V::load_unaligned(p) + acc[r][v];
+        else out = vb * V::load_unaligned(p) + acc[r][v];
+        if constexpr (kBias()) out = out + vbias[v];
+        out.store_unaligned(p);
+      }
+  };
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  const bool add_bias = bias && last;
+  if (!first) add_bias ? finish(One{}, std::true_type{}) : finish(One{}, std::false_type{});
+  else if (beta == T(0) || bias) add_bias ? finish(Zero{}, std::true_type{}) : finish(Zero{}, std::false_type{});
+  else finish(Two{}, std::false_type{});
 }
 
 // micro_kernel with exactly mr rows (1 <= mr <= R): the last row tile computes no padding.
