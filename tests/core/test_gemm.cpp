@@ -184,6 +184,43 @@ TEST(Gemm, FewRowsHaveTheSameBitsAsTheSameRowsOfABigProduct) {
   }
 }
 
+// linear's backward takes the bias gradient (dY's column sums) from the weight gradient's GEMM
+// (dW = dY^T X reads dY packed; the sums come from the copy) where it can, else from a pass of
+// its own: either way the sums of its composed twin, dY's columns added in double in row order,
+// to the bit, and dW the same bits as without a bias; packed (out >= 384) or not, in groups of
+// row tiles (1000 rows of dY^T), over two column panels of dW (in = 800), at 1, 2 and 3 threads.
+TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
+  for (const auto& [batch, rows, in, out] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 300, 20, 400},
+                                             {3, 100, 20, 400},
+                                             {2, 150, 33, 1000},
+                                             {1, 70, 800, 391},
+                                             {4, 64, 64, 96}}) {
+    Generator g(17);
+    const Tensor x = randn({batch, rows, in}, &g), w = randn({out, in}, &g), b = randn({out}, &g);
+    const Tensor dy = randn({batch, rows, out}, &g);
+    std::vector<double> acc(static_cast<std::size_t>(out), 0.0);
+    const float* pdy = dy.data_ptr<float>();
+    for (int64_t r = 0; r < batch * rows; ++r)
+      for (int64_t j = 0; j < out; ++j) acc[j] += static_cast<double>(pdy[r * out + j]);
+    std::vector<float> want(acc.begin(), acc.end());
+    for (int threads : {1, 2, 3}) {
+      testing::ThreadCount tc(threads);
+      const Tensor xl = x.detach().requires_grad_(), wl = w.detach().requires_grad_(),
+                   bl = b.detach().requires_grad_();
+      linear(xl, wl, bl).backward(dy);
+      const Tensor wn = w.detach().requires_grad_();
+      linear(x, wn, Tensor()).backward(dy);
+      const std::string at = std::to_string(batch) + "x" + std::to_string(rows) + "x" + std::to_string(in) +
+                             " -> " + std::to_string(out) + " at " + std::to_string(threads) + " threads";
+      EXPECT_EQ(std::memcmp(bl.grad().raw_data_ptr(), want.data(), want.size() * sizeof(float)), 0) << at;
+      EXPECT_EQ(std::memcmp(wl.grad().raw_data_ptr(), wn.grad().raw_data_ptr(),
+                            static_cast<std::size_t>(out * in) * sizeof(float)),
+                0)
+          << at;
+    }
+  }
+}
+
 TEST(Gemm, BackendIsNamed) {
   EXPECT_NE(gemm_backend().find("xgrad"), std::string::npos) << gemm_backend();
   EXPECT_FALSE(simd_level().empty());

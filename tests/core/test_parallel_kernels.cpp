@@ -134,6 +134,11 @@ const std::vector<KernelCase> kCases = {
        Tensor x = leaf({8, 256, 384}, g), w = leaf({1152, 384}, g);
        return with_grads(linear(x, w, Tensor()), {x, w}, g);
      }},
+    {"linear_small_gpt_bias",
+     [](Generator& g) {  // (2048, 128) @ (128, 512): the bias gradient from the weight gradient's GEMM
+       Tensor x = leaf({16, 128, 128}, g), w = leaf({512, 128}, g), b = leaf({512}, g);
+       return with_grads(linear(x, w, b), {x, w, b}, g);
+     }},
     {"matmul_wide_few_rows",
      [](Generator& g) {  // splits columns
        Tensor a = leaf({20, 700}, g), b = leaf({700, 900}, g);

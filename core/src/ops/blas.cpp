@@ -23,7 +23,7 @@ namespace {
 
 template <class T>
 void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* bias) {
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* bias, T* a_row_sums) {
   if (m < 0 || n < 0 || k < 0) fail("gemm", "negative size (m, n, k) = (", m, ", ", n, ", ", k, ")");
   // the stored matrices: A (m, k) or (k, m), B (k, n) or (n, k), C (m, n)
   const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
@@ -31,19 +31,20 @@ void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
       ldc < std::max<int64_t>(n, 1))
     fail("gemm", "leading dims (", lda, ", ", ldb, ", ", ldc, ") too small for (m, n, k) = (", m, ", ", n,
          ", ", k, ")");
-  gemm_kernel::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, gemm_splits(m, n, k));
+  gemm_kernel::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, gemm_splits(m, n, k),
+                       a_row_sums);
 }
 
 }  // namespace
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, float* a_row_sums) {
+  gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
-  gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias, double* a_row_sums) {
+  gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 
 bool gemm_splits(int64_t m, int64_t n, int64_t k) {

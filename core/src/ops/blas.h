@@ -2,7 +2,10 @@
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C
 // where op(X) is X or X^T (trans_x); with a bias (n values, contiguous) instead
 //   C (m, n) = (alpha * op(A) @ op(B)) + bias      (each row; beta is then not used)
-// with the same bits as the GEMM followed by adding the bias. lda/ldb/ldc are row strides in elements of the
+// with the same bits as the GEMM followed by adding the bias. With a_row_sums (m values), also
+//   a_row_sums[i] = sum over k of op(A)[i, k]      (accumulated in double, k in order)
+// the linear layer's bias gradient beside its weight gradient (A = dY^T), read from A's packed
+// copy where the GEMM packs A. lda/ldb/ldc are row strides in elements of the
 // matrices as stored (for a transposed operand, the stored matrix is (k, m) or (n, k)). xgrad's own kernel
 // runs them (gemm_kernel.h); large GEMMs split over xgrad's threads with the same bits at any thread count
 // (blas.cpp).
@@ -13,10 +16,10 @@ namespace xgrad::blas {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          const float* bias = nullptr);
+          const float* bias = nullptr, float* a_row_sums = nullptr);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
-          const double* bias = nullptr);
+          const double* bias = nullptr, double* a_row_sums = nullptr);
 
 // Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.
 inline constexpr double kParallelFlops = 4e6;

@@ -43,6 +43,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "xgrad/parallel.h"
 
@@ -73,7 +74,7 @@ struct Tile {
 inline constexpr int64_t kPackBRows = 512;
 inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
-inline constexpr int64_t kPackATiles = 32;  // row tiles per A^T panel (448 rows: 448 KB, in L2)
+inline constexpr int64_t kPackATiles = 64;  // row tiles per A^T panel (896 rows: 896 KB, in L2)
 
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
@@ -333,14 +334,19 @@ void gemm_one_tile_bt(int64_t m, int64_t n, int64_t k, T alpha, const T* a, bool
 
 // The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
 // (never k).
+// With a_sums, also a_sums[i] = the sum over k of op(A)(i, k) when A is packed transposed
+// (returns true; else false and a_sums is not written).
 template <class T, int64_t NV>
-void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-             int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+             int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded, T* a_sums) {
   using L = Tile<T, NV>;
   constexpr int64_t MR = L::kMR, NR = L::kNR, KC = L::kKC, NC = L::kNC;
-  if (tb && m <= MR)
-    return gemm_one_tile_bt<T, NV>(m, n, k, alpha, a, ta, lda, b, ldb, beta, bias, c, ldc, threaded);
+  if (tb && m <= MR) {
+    gemm_one_tile_bt<T, NV>(m, n, k, alpha, a, ta, lda, b, ldb, beta, bias, c, ldc, threaded);
+    return false;
+  }
   const int64_t mt = (m + MR - 1) / MR;
+  const bool pack_at = ta && lda >= kPackALd;
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
     // B slivers: packed when B is stored transposed, or when enough row tiles reuse them to
@@ -351,7 +357,6 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     // (kc, kMR) per tile, for up to kPackATiles row tiles at once (they stay in L2 beside the
     // B slivers): 8 rows of A^T at a time along their length (tile by tile would read a line
     // per row and tile)
-    const bool pack_at = ta && lda >= kPackALd;
     // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major (a
     // tile's A stays in L1 across its slivers), every k panel in order: a thread packs the
     // slivers and A tiles its blocks read into its own scratch, so threads meet once per
@@ -365,6 +370,10 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
       const int64_t tg = (t_hi - t_lo + groups - 1) / groups;  // row tiles per group, balanced
       for (int64_t g0 = t_lo; g0 < t_hi; g0 += tg) {           // row tiles [g0, g1), blocks [v0, v1)
         const int64_t g1 = std::min(t_hi, g0 + tg), v0 = std::max(u0, g0 * nt), v1 = std::min(u1, g1 * nt);
+        // op(A)'s row sums (a_sums) for the group's tiles whose first block is this thread's, in
+        // double, k in order (the bias gradient's sums as a separate pass would add them)
+        double* sums = pack_at && a_sums && j0 == 0 ? scratch<double, 3>((g1 - g0) * MR) : nullptr;
+        if (sums) std::fill(sums, sums + (g1 - g0) * MR, 0.0);
         for (int64_t k0 = 0; k0 < k; k0 += KC) {
           const int64_t kc = std::min(KC, k - k0);
           const bool first = k0 == 0, last = k0 + kc == k;
@@ -373,9 +382,14 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
             pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
           for (int64_t kb = 0; apanel && kb < kc; kb += 8)
-            for (int64_t t = g0; t < g1; ++t)
-              pack_a(a, true, lda, t * MR, std::min(MR, m - t * MR), k0 + kb, std::min<int64_t>(8, kc - kb),
-                     apanel + (t - g0) * kc * MR + kb * MR);
+            for (int64_t t = g0; t < g1; ++t) {
+              const int64_t mr = std::min(MR, m - t * MR), kn = std::min<int64_t>(8, kc - kb);
+              T* dst = apanel + (t - g0) * kc * MR + kb * MR;
+              pack_a(a, true, lda, t * MR, mr, k0 + kb, kn, dst);
+              if (sums && u0 <= t * nt && t * nt < u1)  // the tile's row sums, from the copy
+                for (int64_t kk = 0; kk < kn; ++kk)
+                  for (int64_t r = 0; r < mr; ++r) sums[(t - g0) * MR + r] += double(dst[kk * MR + r]);
+            }
           const T* at0 = nullptr;
           for (int64_t u = v0; u < v1; ++u) {
             const int64_t t = u / nt, s = u % nt;
@@ -389,6 +403,9 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
                         std::min(NR, n - jj));
           }
         }
+        for (int64_t t = g0; sums && t < g1; ++t)
+          if (u0 <= t * nt && t * nt < u1)
+            for (int64_t r = 0; r < std::min(MR, m - t * MR); ++r) a_sums[t * MR + r] = T(sums[(t - g0) * MR + r]);
       }
     };
     // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
@@ -396,14 +413,42 @@ void gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     if (threaded) parallel_for(0, mt * nt, 1, run);
     else run(0, mt * nt);
   }
+  return pack_at;
+}
+
+// sums[i] = the sum over k of op(A)(i, k), in double, k in order (threads split i).
+template <class T>
+void row_sums(bool ta, int64_t m, int64_t k, const T* a, int64_t lda, T* sums, bool threaded) {
+  auto rows = [&](int64_t i0, int64_t i1) {
+    if (ta) {  // A stored (k, m): a run of rows of op(A) per stored row
+      std::vector<double> acc(static_cast<std::size_t>(i1 - i0), 0.0);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const T* row = a + kk * lda;
+        for (int64_t i = i0; i < i1; ++i) acc[i - i0] += static_cast<double>(row[i]);
+      }
+      for (int64_t i = i0; i < i1; ++i) sums[i] = static_cast<T>(acc[i - i0]);
+    } else {
+      for (int64_t i = i0; i < i1; ++i) {
+        double acc = 0.0;
+        for (int64_t kk = 0; kk < k; ++kk) acc += static_cast<double>(a[i * lda + kk]);
+        sums[i] = static_cast<T>(acc);
+      }
+    }
+  };
+  if (threaded) parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), rows);
+  else rows(0, m);
 }
 
 // The whole product: a tile one vector wide (kMR x kW) when C has at most kW columns (the
 // attention's head-dim outputs), else two vectors wide. An element's FMA chain is the same
 // in either tile.
+// With a_sums (m values), also a_sums[i] = the sum over k of op(A)(i, k), accumulated in
+// double in k order (the linear layer's bias gradient, the column sums of dY, beside its weight
+// gradient dY^T X): taken from A's packed copy where the GEMM packs A, else a separate pass.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded) {
+          int64_t ldb, T beta, const T* bias, T* c, int64_t ldc, bool threaded, T* a_sums = nullptr) {
+  if (a_sums && (n == 0 || k == 0)) row_sums(ta, m, k, a, lda, a_sums, false);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // C = beta * C, or the bias
     for (int64_t i = 0; i < m; ++i)
@@ -411,9 +456,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
         c[i * ldc + j] = bias ? bias[j] : beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  if (n <= Tile<T, 1>::kNR)
-    gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
-  else gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
+  const bool summed = n <= Tile<T, 1>::kNR
+                          ? gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums)
+                          : gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums);
+  if (a_sums && !summed) row_sums(ta, m, k, a, lda, a_sums, threaded);
 }
 
 }  // namespace xgrad::gemm_kernel

@@ -102,8 +102,11 @@ Tensor dense_copy(const Tensor& t) {
 // out must be a contiguous tensor the caller owns; a and b may be any views.
 // out[i] (+)= a[i] @ b[i]; with a bias (a contiguous (N) tensor, not with accumulate, K > 0)
 // out[i] = a[i] @ b[i] + bias, added in the GEMM's epilogue (linear's forward).
-void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
-              const Tensor& bias = Tensor()) {
+// With a_sums (a contiguous (M) tensor): also a_sums = a summed over its batch and last dims,
+// where one GEMM does it all (linear's bias gradient beside its weight gradient: the GEMM reads
+// dY once for both); returns whether it did (if not, a_sums is not written).
+bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
+              const Tensor& bias = Tensor(), const Tensor& a_sums = Tensor()) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const Shape so = batch_strides(out, batch);
   Shape sa = batch_strides(a, batch), sb = batch_strides(b, batch);
@@ -113,18 +116,20 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       if (batch[i] != 1 && so[i] == 0) return true;
     return false;
   }();
-  if (out.numel() == 0) return;
+  if (out.numel() == 0) return false;
   if (!accumulate && (reduced || K == 0 || bn == 0)) {
     std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(out.dtype()));
     accumulate = true;
   }
-  if (K == 0 || bn == 0) return;
+  if (K == 0 || bn == 0) return false;
+  bool summed = false;
 
   kernels::dispatch_float(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T beta = accumulate ? T(1) : T(0);
     T* po = out.data_ptr<T>();
     const T* pbias = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    T* psums = a_sums.defined() ? a_sums.data_ptr<T>() : nullptr;
 
     // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM
     if (bn > 1 && !reduced && all_broadcast(batch, sb)) {
@@ -177,7 +182,8 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       const MatLayout lo = layout_of(out);
       if (la.ok && lb.ok && lo.ok && !lo.trans) {
         blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), a.data_ptr<T>(), la.ld, b.data_ptr<T>(), lb.ld,
-                   beta, po, lo.ld);
+                   beta, po, lo.ld, nullptr, psums);
+        summed = psums != nullptr;
         return;
       }
     }
@@ -198,12 +204,14 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       fail("matmul", "internal error: output of shape ", out.shape(), " is not row-major");
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
+    if (bn != 1) psums = nullptr;  // one GEMM only sums the whole of a
+    summed = psums != nullptr;
     std::array<Shape, 3> st{so, sa, sb};
     const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
     auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
       for (int64_t i = 0; i < len; ++i)
         blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2],
-                   lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias);
+                   lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias, psums);
     };
     // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
     // into one output (reduced) or a few big matrices are better split inside gemm
@@ -216,6 +224,7 @@ void bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
       kernels::walk_rows<3>(geo, 0, std::max<int64_t>(geo.numel(), 1), body);
     }
   });
+  return summed;
 }
 
 void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
@@ -380,12 +389,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                     bmm_into(as_row(dx), d, sw.get(), batch, false);
                     grads.add(0, dx);
                   }
+                  // db (the column sums of dout) comes with dW from the same GEMM where it can
+                  Tensor db = grads.wants(2) ? empty({w_shape[0]}, dout.dtype()) : Tensor();
+                  bool db_done = false;
                   if (grads.wants(1)) {
                     Tensor dw = empty(w_shape, dout.dtype());
-                    bmm_into(dw, d.transpose(-1, -2), as_row(sx.get()), batch, false);
+                    db_done = bmm_into(dw, d.transpose(-1, -2), as_row(sx.get()), batch, false, Tensor(), db);
                     grads.add(1, dw);
                   }
-                  if (grads.wants(2)) grads.add(2, bias_grad(dout, w_shape[0]));
+                  if (grads.wants(2)) grads.add(2, db_done ? db : bias_grad(dout, w_shape[0]));
                 });
 }
 
