@@ -189,6 +189,29 @@ void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0
     for (int64_t r = 0; r < mr; ++r) out[k * MR + r] = a[(i0 + r) * lda + k0 + k];
 }
 
+// sums[r] += p[k * kMR + r] in double for r < mr, k < kn in order: the row sums of a packed
+// A tile (op(A)'s rows; with AVX-512, 14 floats a k in two registers of 8 and 6 doubles).
+template <class T>
+void add_rows_f64(const T* p, int64_t kn, int64_t mr, double* sums) {
+  constexpr int64_t MR = Tile<T>::kMR;
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && MR == 14) {
+    const __mmask8 m0 = static_cast<__mmask8>(mr >= 8 ? 0xff : (1u << mr) - 1),
+                   m1 = static_cast<__mmask8>(mr <= 8 ? 0 : (1u << (mr - 8)) - 1);
+    __m512d s0 = _mm512_maskz_loadu_pd(m0, sums), s1 = _mm512_maskz_loadu_pd(m1, sums + 8);
+    for (int64_t k = 0; k < kn; ++k) {
+      s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m0, p + k * MR)));
+      s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m1, p + k * MR + 8)));
+    }
+    _mm512_mask_storeu_pd(sums, m0, s0);
+    _mm512_mask_storeu_pd(sums + 8, m1, s1);
+    return;
+  }
+#endif
+  for (int64_t k = 0; k < kn; ++k)
+    for (int64_t r = 0; r < mr; ++r) sums[r] += static_cast<double>(p[k * MR + r]);
+}
+
 // op(A)'s element (r, k) of a tile whose top-left is at a: A stored (m, k), or (k, m) when ta.
 template <class T, bool TA>
 inline T a_at(const T* a, int64_t lda, int64_t r, int64_t k) {
@@ -387,8 +410,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
               T* dst = apanel + (t - g0) * kc * MR + kb * MR;
               pack_a(a, true, lda, t * MR, mr, k0 + kb, kn, dst);
               if (sums && u0 <= t * nt && t * nt < u1)  // the tile's row sums, from the copy
-                for (int64_t kk = 0; kk < kn; ++kk)
-                  for (int64_t r = 0; r < mr; ++r) sums[(t - g0) * MR + r] += double(dst[kk * MR + r]);
+                add_rows_f64(dst, kn, mr, sums + (t - g0) * MR);
             }
           const T* at0 = nullptr;
           for (int64_t u = v0; u < v1; ++u) {
