@@ -173,6 +173,21 @@ void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
   }
 }
 
+// pack_b for the slivers [s0, s1) of a row-major B's column panel from j0 (nc columns), row by
+// row: B's rows are read once each, in order (sliver by sliver would stride through each
+// k panel's rows once per sliver, a few cache lines of each row at a time).
+template <class T, int64_t NR>
+void pack_b_rows(const T* b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t s0, int64_t s1,
+                 T* out) {
+  const int64_t sw = std::min(s1, nc / NR);  // whole slivers below sw
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* row = b + (k0 + k) * ldb + j0;
+    for (int64_t s = s0; s < sw; ++s) std::memcpy(out + s * kc * NR + k * NR, row + s * NR, sizeof(T) * NR);
+  }
+  for (int64_t s = std::max(s0, sw); s < s1; ++s)  // the partial last sliver, zero-padded
+    pack_b<T, NR>(b, false, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), out + s * kc * NR);
+}
+
 // Packs op(A)[i0 .. i0+mr, k0 .. k0+kc) into (kc, kMR): A stored (k, m) (ta) gives a
 // contiguous run of mr values per k, one copy each; the kernel reads only rows r < mr.
 template <class T>
@@ -401,8 +416,11 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
           const int64_t kc = std::min(KC, k - k0);
           const bool first = k0 == 0, last = k0 + kc == k;
           T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
-          for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
-            pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+          if (pack_all && !tb)  // B's rows in order, each cut into the slivers: one pass along B
+            pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s_lo, s_hi, bpanel);
+          else
+            for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
+              pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
           for (int64_t kb = 0; apanel && kb < kc; kb += 8)
             for (int64_t t = g0; t < g1; ++t) {
