@@ -63,6 +63,10 @@ const GemmShape kShapes[] = {
     {4, 97, 384, true, true},
     {14, 1000, 300, false, true},
     {2, 16, 257, false, true},
+    // B packed by all threads at once from 1e8 flops in a column panel (a partial last sliver;
+    // a second column panel below the threshold, packed by each thread)
+    {600, 400, 300, false, true},
+    {520, 1000, 260, true, false},
 };
 
 Tensor operand(int64_t rows, int64_t cols, bool transposed, Generator& g, DType dt) {

@@ -76,6 +76,10 @@ inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
 inline constexpr int64_t kPackATiles = 64;  // row tiles per A^T panel (896 rows: 896 KB, in L2)
 
+// A threaded GEMM's column panel of at least this many flops packs B once, split over the
+// threads, before its blocks run (below, each thread packs the slivers its blocks read).
+inline constexpr double kSharedPackFlops = 1e8;
+
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
 T* scratch(int64_t n) {
@@ -391,6 +395,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     // repay the copy; else read in place (row stride ldb), but for a partial last sliver,
     // which is always packed (zero-padded)
     const bool pack_all = tb || m >= kPackBRows || ldb >= kPackBLd, pack_edge = !pack_all && nc % NR != 0;
+    T* bshared = nullptr;  // B's whole panel, packed by all threads at once (below)
     // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
     // (kc, kMR) per tile, for up to kPackATiles row tiles at once (they stay in L2 beside the
     // B slivers): 8 rows of A^T at a time along their length (tile by tile would read a line
@@ -415,12 +420,16 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         for (int64_t k0 = 0; k0 < k; k0 += KC) {
           const int64_t kc = std::min(KC, k - k0);
           const bool first = k0 == 0, last = k0 + kc == k;
-          T* bpanel = pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR) : nullptr;
-          if (pack_all && !tb)  // B's rows in order, each cut into the slivers: one pass along B
+          T* bpanel = bshared                   ? bshared + k0 * nt * NR
+                      : pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR)
+                                              : nullptr;
+          if (bshared) {
+          } else if (pack_all && !tb) {  // B's rows in order, each cut into the slivers: one pass along B
             pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s_lo, s_hi, bpanel);
-          else
+          } else {
             for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
               pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
+          }
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
           for (int64_t kb = 0; apanel && kb < kc; kb += 8)
             for (int64_t t = g0; t < g1; ++t) {
@@ -450,8 +459,31 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     };
     // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
     // few row tiles (the weight gradient's) whole tiles would leave a thread idle
-    if (threaded) parallel_for(0, mt * nt, 1, run);
-    else run(0, mt * nt);
+    if (threaded) {
+      // each thread's blocks read (nearly) every sliver of the panel: rather than each packing
+      // all of B, the threads first split its packing, every k panel at once, into one panel
+      // they share (k panel k0's slivers from k0 * nt * kNR), then meet; worth the extra
+      // meeting from kSharedPackFlops in the panel (the small and medium GPT's GEMMs)
+      if (pack_all && 2.0 * double(m) * double(nc) * double(k) >= kSharedPackFlops) {
+        bshared = scratch<T, 4>(k * nt * NR);
+        const int64_t kp = (k + KC - 1) / KC;
+        parallel_for(0, kp * nt, 1, [&](int64_t q0, int64_t q1) {
+          for (int64_t q = q0; q < q1;) {
+            const int64_t k0 = q / nt * KC, kc = std::min(KC, k - k0), s0 = q % nt,
+                          s1 = std::min(nt, s0 + (q1 - q));  // slivers [s0, s1) of this k panel
+            T* dst = bshared + k0 * nt * NR;
+            if (!tb) pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s0, s1, dst);
+            else
+              for (int64_t sl = s0; sl < s1; ++sl)
+                pack_b<T, NR>(b, true, ldb, k0, kc, j0 + sl * NR, std::min(NR, nc - sl * NR), dst + sl * kc * NR);
+            q += s1 - s0;
+          }
+        });
+      }
+      parallel_for(0, mt * nt, 1, run);
+    } else {
+      run(0, mt * nt);
+    }
   }
   return pack_at;
 }
