@@ -38,12 +38,14 @@ void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
 }  // namespace
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, float* a_row_sums) {
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
+          float* a_row_sums) {
   gemm_impl<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias, double* a_row_sums) {
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias,
+          double* a_row_sums) {
   gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 

@@ -20,7 +20,10 @@
 //   One row tile against a transposed B (a generated token's linear) packs B sliver by sliver
 //     into L1 instead (gemm_one_tile_bt): the weights are read once, nothing is written back.
 // Threads split the blocks of C (row tile x sliver), never k; a thread runs all k panels of
-// its blocks, so threads meet once per column panel.
+// its blocks, so threads meet once per column panel (twice for a large one, whose B the
+// threads pack together first, every k panel at once, instead of each packing all of it).
+// Beside the weight gradient dW = dY^T X, the GEMM can also sum op(A)'s rows (the bias
+// gradient, dY's column sums) from A's packed copy, in double in k order.
 //
 // Same bits at any thread count, by construction: every element of C is
 //   c = beta * c + alpha * (sum over the first kKC k, one FMA chain in k order)
@@ -181,8 +184,8 @@ void pack_b(const T* b, bool tb, int64_t ldb, int64_t k0, int64_t kc, int64_t j0
 // row: B's rows are read once each, in order (sliver by sliver would stride through each
 // k panel's rows once per sliver, a few cache lines of each row at a time).
 template <class T, int64_t NR>
-void pack_b_rows(const T* b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t s0, int64_t s1,
-                 T* out) {
+void pack_b_rows(const T* b, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t s0,
+                 int64_t s1, T* out) {
   const int64_t sw = std::min(s1, nc / NR);  // whole slivers below sw
   for (int64_t k = 0; k < kc; ++k) {
     const T* row = b + (k0 + k) * ldb + j0;
@@ -303,7 +306,8 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
   using Two = std::integral_constant<int, 2>;
   const bool add_bias = bias && last;
   if (!first) add_bias ? finish(One{}, std::true_type{}) : finish(One{}, std::false_type{});
-  else if (beta == T(0) || bias) add_bias ? finish(Zero{}, std::true_type{}) : finish(Zero{}, std::false_type{});
+  else if (beta == T(0) || bias)
+    add_bias ? finish(Zero{}, std::true_type{}) : finish(Zero{}, std::false_type{});
   else finish(Two{}, std::false_type{});
 }
 
@@ -420,16 +424,14 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         for (int64_t k0 = 0; k0 < k; k0 += KC) {
           const int64_t kc = std::min(KC, k - k0);
           const bool first = k0 == 0, last = k0 + kc == k;
-          T* bpanel = bshared                   ? bshared + k0 * nt * NR
+          T* bpanel = bshared                 ? bshared + k0 * nt * NR
                       : pack_all || pack_edge ? scratch<T, 0>(nt * kc * NR)
                                               : nullptr;
-          if (bshared) {
-          } else if (pack_all && !tb) {  // B's rows in order, each cut into the slivers: one pass along B
+          if (!bshared && pack_all && !tb)  // B's rows in order, each cut into the slivers
             pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s_lo, s_hi, bpanel);
-          } else {
-            for (int64_t s = pack_all ? s_lo : nt - 1; bpanel && s < s_hi; ++s)
+          else
+            for (int64_t s = pack_all ? s_lo : nt - 1; !bshared && bpanel && s < s_hi; ++s)
               pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
-          }
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
           for (int64_t kb = 0; apanel && kb < kc; kb += 8)
             for (int64_t t = g0; t < g1; ++t) {
@@ -454,7 +456,8 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
         }
         for (int64_t t = g0; sums && t < g1; ++t)
           if (u0 <= t * nt && t * nt < u1)
-            for (int64_t r = 0; r < std::min(MR, m - t * MR); ++r) a_sums[t * MR + r] = T(sums[(t - g0) * MR + r]);
+            for (int64_t r = 0; r < std::min(MR, m - t * MR); ++r)
+              a_sums[t * MR + r] = T(sums[(t - g0) * MR + r]);
       }
     };
     // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
@@ -475,7 +478,8 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
             if (!tb) pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s0, s1, dst);
             else
               for (int64_t sl = s0; sl < s1; ++sl)
-                pack_b<T, NR>(b, true, ldb, k0, kc, j0 + sl * NR, std::min(NR, nc - sl * NR), dst + sl * kc * NR);
+                pack_b<T, NR>(b, true, ldb, k0, kc, j0 + sl * NR, std::min(NR, nc - sl * NR),
+                              dst + sl * kc * NR);
             q += s1 - s0;
           }
         });
@@ -528,9 +532,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
         c[i * ldc + j] = bias ? bias[j] : beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  const bool summed = n <= Tile<T, 1>::kNR
-                          ? gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums)
-                          : gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums);
+  const bool summed =
+      n <= Tile<T, 1>::kNR
+          ? gemm_nv<T, 1>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums)
+          : gemm_nv<T, 2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, a_sums);
   if (a_sums && !summed) row_sums(ta, m, k, a, lda, a_sums, threaded);
 }
 
