@@ -82,6 +82,7 @@ inline constexpr int64_t kPackATiles = 64;  // row tiles per A^T panel (896 rows
 // A threaded GEMM's column panel of at least this many flops packs B once, split over the
 // threads, before its blocks run (below, each thread packs the slivers its blocks read).
 inline constexpr double kSharedPackFlops = 1e8;
+inline constexpr int64_t kSharedPackMax = int64_t(1) << 22;  // elements (16 MB of float): else per thread
 
 // A 64-byte aligned scratch buffer per thread and slot, grown on demand.
 template <class T, int Slot>
@@ -467,7 +468,8 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
       // all of B, the threads first split its packing, every k panel at once, into one panel
       // they share (k panel k0's slivers from k0 * nt * kNR), then meet; worth the extra
       // meeting from kSharedPackFlops in the panel (the small and medium GPT's GEMMs)
-      if (pack_all && 2.0 * double(m) * double(nc) * double(k) >= kSharedPackFlops) {
+      if (pack_all && 2.0 * double(m) * double(nc) * double(k) >= kSharedPackFlops &&
+          k * nt * NR <= kSharedPackMax) {
         bshared = scratch<T, 4>(k * nt * NR);
         const int64_t kp = (k + KC - 1) / KC;
         parallel_for(0, kp * nt, 1, [&](int64_t q0, int64_t q1) {
