@@ -223,6 +223,16 @@ TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
           << at;
     }
   }
+  // float64: the packed tile's sums by the portable loop
+  Generator g(19);
+  const Tensor x = randn({300, 20}, &g, kFloat64), dy = randn({300, 400}, &g, kFloat64);
+  const Tensor w = randn({400, 20}, &g, kFloat64).requires_grad_(),
+               b = randn({400}, &g, kFloat64).requires_grad_();
+  linear(x, w, b).backward(dy);
+  std::vector<double> want(400, 0.0);
+  for (int64_t r = 0; r < 300; ++r)
+    for (int64_t j = 0; j < 400; ++j) want[j] += dy.data_ptr<double>()[r * 400 + j];
+  EXPECT_EQ(std::memcmp(b.grad().raw_data_ptr(), want.data(), want.size() * sizeof(double)), 0);
 }
 
 TEST(Gemm, BackendIsNamed) {
