@@ -50,7 +50,7 @@ const GemmShape kShapes[] = {
     // A stored transposed with rows far apart (packed per tile), last row tiles of 8 and 13
     {400, 48, 300, true, false},
     {391, 45, 270, true, false},
-    // ... in groups of row tiles (72 tiles: three panels of 24), k panels not a multiple of 8
+    // ... in groups of row tiles (72 tiles: two groups of 36), k panels not a multiple of 16
     {1000, 40, 300, true, false},
     // attention's row blocks: 32 rows (two whole tiles and one of 4), K^T transposed by blocks
     {32, 64, 16, false, true},

@@ -403,7 +403,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     T* bshared = nullptr;  // B's whole panel, packed by all threads at once (below)
     // an A stored transposed with rows far apart (the weight gradient's dY^T) is packed,
     // (kc, kMR) per tile, for up to kPackATiles row tiles at once (they stay in L2 beside the
-    // B slivers): 8 rows of A^T at a time along their length (tile by tile would read a line
+    // B slivers): 16 rows of A^T at a time along their length (tile by tile would read a line
     // per row and tile)
     // the blocks u in [u0, u1) of the (row tile, sliver) grid, row tile t = u / nt major (a
     // tile's A stays in L1 across its slivers), every k panel in order: a thread packs the
@@ -434,9 +434,9 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
             for (int64_t s = pack_all ? s_lo : nt - 1; !bshared && bpanel && s < s_hi; ++s)
               pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
-          for (int64_t kb = 0; apanel && kb < kc; kb += 8)
+          for (int64_t kb = 0; apanel && kb < kc; kb += 16)
             for (int64_t t = g0; t < g1; ++t) {
-              const int64_t mr = std::min(MR, m - t * MR), kn = std::min<int64_t>(8, kc - kb);
+              const int64_t mr = std::min(MR, m - t * MR), kn = std::min<int64_t>(16, kc - kb);
               T* dst = apanel + (t - g0) * kc * MR + kb * MR;
               pack_a(a, true, lda, t * MR, mr, k0 + kb, kn, dst);
               if (sums && u0 <= t * nt && t * nt < u1)  // the tile's row sums, from the copy
