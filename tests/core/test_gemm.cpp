@@ -198,6 +198,7 @@ TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
                                              {3, 100, 20, 400},
                                              {2, 150, 33, 1000},
                                              {1, 70, 800, 391},
+                                             {2, 100, 20, 200},
                                              {4, 64, 64, 96}}) {
     Generator g(17);
     const Tensor x = randn({batch, rows, in}, &g), w = randn({out, in}, &g), b = randn({out}, &g);

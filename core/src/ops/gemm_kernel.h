@@ -77,7 +77,8 @@ struct Tile {
 inline constexpr int64_t kPackBRows = 512;
 inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
-inline constexpr int64_t kPackATiles = 64;  // row tiles per A^T panel (896 rows: 896 KB, in L2)
+inline constexpr int64_t kPackALdSums = 192;  // ... or from 192 when its row sums are wanted too
+inline constexpr int64_t kPackATiles = 64;    // row tiles per A^T panel (896 rows: 896 KB, in L2)
 
 // A threaded GEMM's column panel of at least this many flops packs B once, split over the
 // threads, before its blocks run (below, each thread packs the slivers its blocks read).
@@ -393,7 +394,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
     return false;
   }
   const int64_t mt = (m + MR - 1) / MR;
-  const bool pack_at = ta && lda >= kPackALd;
+  const bool pack_at = ta && (lda >= kPackALd || (a_sums && lda >= kPackALdSums));
   for (int64_t j0 = 0; j0 < n; j0 += NC) {
     const int64_t nc = std::min(NC, n - j0), nt = (nc + NR - 1) / NR;
     // B slivers: packed when B is stored transposed, or when enough row tiles reuse them to
