@@ -191,8 +191,9 @@ TEST(Gemm, FewRowsHaveTheSameBitsAsTheSameRowsOfABigProduct) {
 // linear's backward takes the bias gradient (dY's column sums) from the weight gradient's GEMM
 // (dW = dY^T X reads dY packed; the sums come from the copy) where it can, else from a pass of
 // its own: either way the sums of its composed twin, dY's columns added in double in row order,
-// to the bit, and dW the same bits as without a bias; packed (out >= 384) or not, in groups of
-// row tiles (1000 rows of dY^T), over two column panels of dW (in = 800), at 1, 2 and 3 threads.
+// to the bit, and dW the same bits as without a bias; dY^T packed (out >= 384, or 192 with the
+// sums) or not, in groups of row tiles (1000 rows of dY^T), over two column panels of dW
+// (in = 800), at 1, 2 and 3 threads.
 TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
   for (const auto& [batch, rows, in, out] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 300, 20, 400},
                                              {3, 100, 20, 400},
