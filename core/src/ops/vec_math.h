@@ -161,23 +161,36 @@ inline T sum(const T* a, int64_t n) {
 }
 
 // exp(z) of a float batch or scalar for z clamped to [-80, 80] (so 2^n below is a normal
-// float and the result never overflows): z = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
-// expf polynomial (within about 1 ulp), times 2^n built in the exponent bits. No special
-// cases and no division: about 16 instructions for a whole batch, where xsimd::exp also
-// handles the full range. NaN in gives an unspecified finite value: callers multiply by x.
-// reference: Cephes expf.c (the constants); the ISA-neutral form of ggml's ggml_v_expf.
+// float and the result never overflows): z = n ln2 + r with |r| <= ln2 / 2, exp(r) =
+// 1 + r + r^2 P(r) with P of degree 4 (a minimax fit of (exp(r) - 1 - r) / r^2 on
+// [-ln2/2, ln2/2], relative error 4e-9 before rounding, so within about 1 ulp; Cephes' expf
+// needs a degree-5 P for the same), times 2^n built in the exponent bits. No special cases
+// and no division: about 14 instructions for a whole batch, where xsimd::exp also handles the
+// full range. NaN in gives NaN under AVX-512, an unspecified finite value otherwise: callers
+// multiply by x.
+// reference: Cephes expf.c (the two-part ln2); the ISA-neutral form of ggml's ggml_v_expf.
 template <class V>
 inline V exp_clamped(V z) {
+#if defined(__AVX512DQ__)
+  if constexpr (std::is_same_v<V, float>) {
+    z = std::copysign(std::min(std::fabs(z), 80.0f), z);  // what vrangeps gives, for the tail
+  } else if constexpr (sizeof(V) == 64 && std::is_same_v<typename V::value_type, float>) {
+    // sign(z) * min(|z|, 80) in one vrangeps instead of a min and a max
+    z = V(_mm512_range_ps(z, _mm512_set1_ps(80.0f), 0x02));
+  } else {
+    z = xsimd::min(xsimd::max(z, V(-80.0f)), V(80.0f));
+  }
+#else
   z = xsimd::min(xsimd::max(z, V(-80.0f)), V(80.0f));
+#endif
   const V n = xsimd::nearbyint(z * V(1.44269504088896341f));  // round(z / ln2)
   V r = xsimd::fma(n, V(-0.693359375f), z);                   // z - n ln2, ln2 in two parts
   r = xsimd::fma(n, V(2.12194440e-4f), r);
-  V p = V(1.9875691500e-4f);
-  p = xsimd::fma(p, r, V(1.3981999507e-3f));
-  p = xsimd::fma(p, r, V(8.3334519073e-3f));
-  p = xsimd::fma(p, r, V(4.1665795894e-2f));
-  p = xsimd::fma(p, r, V(1.6666665459e-1f));
-  p = xsimd::fma(p, r, V(5.0000001201e-1f));
+  V p = V(1.3753953389823437e-3f);
+  p = xsimd::fma(p, r, V(8.36891308426857e-3f));
+  p = xsimd::fma(p, r, V(4.1669487953186035e-2f));
+  p = xsimd::fma(p, r, V(1.66665181517601e-1f));
+  p = xsimd::fma(p, r, V(4.9999988079071045e-1f));
   p = xsimd::fma(p, r, V(1.0f));
   p = xsimd::fma(p, r, V(1.0f));  // exp(r)
   if constexpr (std::is_same_v<V, float>) {
@@ -194,43 +207,58 @@ inline V exp_clamped(V z) {
   }
 }
 
-// GELU and its derivative, (y, dy/dx), of a batch or a scalar v of type T (reference: torch
+// GELU, y, and its derivative, dy/dx, of a batch or a scalar v of type T (reference: torch
 // aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl and GeluBackwardKernelImpl: the same
 // constants and formulas). The tanh form (GPT-2's), u = beta * (x + kappa * x^3):
 //   y = 0.5 x (1 + tanh(u)),  dy/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2)
 // float runs it as 0.5 (1 + tanh(u)) = sigmoid(2u) = s = 1 / (1 + e), e = exp(-2u) (the same
 // function; within a few ulp of torch's, closer where 1 + tanh(u) cancels), so that
-//   y = x s,  dy/dx = s + x 2 beta (1 + 3 kappa x^2) s (1 - s),  s (1 - s) = e s^2
+//   y = x / (1 + e),  dy/dx = s (1 + x 2 beta (1 + 3 kappa x^2) e s)     (s (1 - s) = e s^2)
 // costs one exp_clamped and one division per batch instead of xsimd's tanh (an exp, a
-// division, a polynomial and a select): 2x faster on a 1M-element tensor, where it now runs at
-// memory speed. double keeps the tanh form.
+// division, a polynomial and a select): 2x faster on a 1M-element tensor, where it runs at
+// memory speed. double keeps the tanh form. (A reciprocal estimate plus a Newton step in place
+// of the division measured no faster: the division is not the bottleneck.)
 template <class T, class V>
-inline auto gelu_tanh(V v) {
+inline V gelu_tanh(V v) {
   const T beta = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = T(0.044715);  // sqrt(2/pi)
+  if constexpr (std::is_same_v<T, float>) {
+    const V e = exp_clamped(v * xsimd::fma(v * v, V(-2 * beta * kappa), V(-2 * beta)));  // exp(-2u)
+    return v / (V(1) + e);
+  } else {
+    return T(0.5) * v * (T(1) + vtanh(beta * (v + kappa * v * v * v)));
+  }
+}
+template <class T, class V>
+inline V gelu_tanh_grad(V v) {
+  const T beta = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = T(0.044715);
   if constexpr (std::is_same_v<T, float>) {
     const V x2 = v * v;
     const V e = exp_clamped(v * xsimd::fma(x2, V(-2 * beta * kappa), V(-2 * beta)));  // exp(-2u)
     const V s = V(1) / (V(1) + e);
     const V slope = v * xsimd::fma(x2, V(6 * beta * kappa), V(2 * beta));  // x 2 beta (1 + 3 kappa x^2)
-    return std::make_pair(v * s, xsimd::fma(slope, e * s * s, s));
+    return s * xsimd::fma(slope, e * s, V(1));
   } else {
     const auto t = vtanh(beta * (v + kappa * v * v * v));
     const auto left = T(0.5) * v, right = T(1) + t;
     const auto left_derivative = T(0.5) * right;
     const auto right_derivative = left * (T(1) - t * t) * (beta * (T(1) + T(3) * kappa * v * v));
-    return std::make_pair(left * right, left_derivative + right_derivative);
+    return left_derivative + right_derivative;
   }
 }
 
 // The exact form: y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), dy/dx = Phi(x) + x phi(x).
 template <class T, class V>
-inline auto gelu_erf(V v) {
+inline V gelu_erf(V v) {
+  const T sqrt_half = T(1.0 / std::numbers::sqrt2);
+  return v * T(0.5) * (T(1) + verf(v * sqrt_half));
+}
+template <class T, class V>
+inline V gelu_erf_grad(V v) {
   const T sqrt_half = T(1.0 / std::numbers::sqrt2);
   const T inv_sqrt_2pi = T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);  // 1 / sqrt(2 pi)
-  const auto one_plus_erf = T(1) + verf(v * sqrt_half);
-  const auto cdf = T(0.5) * one_plus_erf;
+  const auto cdf = T(0.5) * (T(1) + verf(v * sqrt_half));
   const auto pdf = inv_sqrt_2pi * vexp(v * v * T(-0.5));
-  return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);
+  return cdf + v * pdf;
 }
 
 // ---- layer_norm rows (reference: llm.c layernorm_forward / layernorm_backward; torch's
