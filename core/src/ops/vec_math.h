@@ -271,9 +271,58 @@ inline constexpr int64_t kLayerNormGroup = 8;
 
 // Rows [r0, r1) of the (M, N) contiguous x: y = (x - mean) * rstd * w + b (w, b may be null),
 // and each row's mean and rstd.
+//
+// A row of K whole batches (N = K W, K <= kLayerNormMaxK: the GPTs' emb 64 and 128) stays in
+// registers instead: loaded once, with the same arithmetic in the same order as the loops
+// below (vec::sum, vec::dot, then fma(xc * rstd, w, b)), so the same bits. Out-of-order
+// execution overlaps the rows' latency chains there, so they need no grouping.
+inline constexpr int64_t kLayerNormMaxK = 8;
+
+template <class T, int K>
+inline void layer_norm_rows_k(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, double eps,
+                              int64_t r0, int64_t r1) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size), N = K * W;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * N;
+    T* yr = y + r * N;
+    B v[K];
+    B acc(T(0));
+    for (int k = 0; k < K; ++k) {
+      v[k] = B::load_unaligned(xr + k * W);
+      acc += v[k];
+    }
+    const T m = xsimd::hadd(acc) / static_cast<T>(N);
+    const B mb(m);
+    acc = B(T(0));
+    for (int k = 0; k < K; ++k) {
+      v[k] = v[k] - mb;
+      acc = xsimd::fma(v[k], v[k], acc);
+    }
+    const T var = xsimd::hadd(acc) / static_cast<T>(N);  // biased, two-pass
+    const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
+    mean[r] = m;
+    rstd[r] = rs;
+    const B rsb(rs);
+    for (int k = 0; k < K; ++k) {
+      B o = v[k] * rsb;
+      if (w && b) o = xsimd::fma(o, B::load_unaligned(w + k * W), B::load_unaligned(b + k * W));
+      else if (w) o = o * B::load_unaligned(w + k * W);
+      else if (b) o = o + B::load_unaligned(b + k * W);
+      o.store_unaligned(yr + k * W);
+    }
+  }
+}
+
 template <class T>
 inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t N, double eps,
                             int64_t r0, int64_t r1) {
+  constexpr int64_t W = static_cast<int64_t>(xsimd::batch<T>::size);
+  if (N % W == 0 && N / W <= kLayerNormMaxK && N > 0) {
+    return [&]<int... K>(std::integer_sequence<int, K...>) {
+      ((N / W == K + 1 ? layer_norm_rows_k<T, K + 1>(x, w, b, y, mean, rstd, eps, r0, r1) : void()), ...);
+    }(std::make_integer_sequence<int, kLayerNormMaxK>{});
+  }
   for (int64_t g0 = r0; g0 < r1; g0 += kLayerNormGroup) {
     const int64_t g1 = std::min(r1, g0 + kLayerNormGroup);
     for (int64_t r = g0; r < g1; ++r) mean[r] = sum(x + r * N, N) / static_cast<T>(N);
@@ -312,11 +361,66 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
 // recomputing xhat and g = dy * w (cheaper than storing and reloading them; that product is
 // fused into the FMAs that use it, spelt out so the bits do not depend on the compiler's
 // contraction). Rows go in groups as in the forward, so the group's first passes overlap.
+//
+// A row of K whole batches (K <= kLayerNormMaxK) runs the same arithmetic row by row with dw
+// and db in registers across the rows [r0, r1) (loaded once, stored once: the same sums in the
+// same order), and its x, dy and xhat in registers between the two passes.
+template <class T, int K>
+inline void layer_norm_backward_rows_k(const T* x, const T* d, const T* w, const T* mean, const T* rstd, T* dx,
+                                       T* dw, T* db, int64_t r0, int64_t r1) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size), N = K * W;
+  const T invN = T(1) / static_cast<T>(N);
+  B acc_w[K], acc_b[K];
+  for (int k = 0; k < K; ++k) {
+    if (dw) acc_w[k] = B::load_unaligned(dw + k * W);
+    if (db) acc_b[k] = B::load_unaligned(db + k * W);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * N;
+    const T* dr = d + r * N;
+    const B mb(mean[r]), rsb(rstd[r]);
+    B xhat[K], dv[K];
+    B acc_g(T(0)), acc_gx(T(0));
+    for (int k = 0; k < K; ++k) {
+      dv[k] = B::load_unaligned(dr + k * W);
+      xhat[k] = (B::load_unaligned(xr + k * W) - mb) * rsb;
+      if (dw) acc_w[k] = xsimd::fma(dv[k], xhat[k], acc_w[k]);
+      if (db) acc_b[k] = acc_b[k] + dv[k];
+      if (w) {
+        const B wb = B::load_unaligned(w + k * W);
+        acc_g = xsimd::fma(dv[k], wb, acc_g);
+        acc_gx = xsimd::fma(dv[k] * wb, xhat[k], acc_gx);
+      } else {
+        acc_g += dv[k];
+        acc_gx = xsimd::fma(dv[k], xhat[k], acc_gx);
+      }
+    }
+    if (!dx) continue;
+    const B gmb(xsimd::hadd(acc_g) * invN), gxmb(xsimd::hadd(acc_gx) * invN);
+    T* dxr = dx + r * N;
+    for (int k = 0; k < K; ++k) {
+      const B g_centred = w ? xsimd::fms(dv[k], B::load_unaligned(w + k * W), gmb) : dv[k] - gmb;
+      (rsb * xsimd::fnma(xhat[k], gxmb, g_centred)).store_unaligned(dxr + k * W);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    if (dw) acc_w[k].store_unaligned(dw + k * W);
+    if (db) acc_b[k].store_unaligned(db + k * W);
+  }
+}
+
 template <class T>
 inline void layer_norm_backward_rows(const T* x, const T* d, const T* w, const T* mean, const T* rstd, T* dx,
                                      T* dw, T* db, int64_t N, int64_t r0, int64_t r1) {
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
+  if (N % W == 0 && N / W <= kLayerNormMaxK && N > 0) {
+    return [&]<int... K>(std::integer_sequence<int, K...>) {
+      ((N / W == K + 1 ? layer_norm_backward_rows_k<T, K + 1>(x, d, w, mean, rstd, dx, dw, db, r0, r1) : void()),
+       ...);
+    }(std::make_integer_sequence<int, kLayerNormMaxK>{});
+  }
   const int64_t nb = N / W * W;  // elements in whole batches
   const T invN = T(1) / static_cast<T>(N);
   T g_mean[kLayerNormGroup], gx_mean[kLayerNormGroup];
