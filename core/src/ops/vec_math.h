@@ -116,22 +116,6 @@ inline T exp_sub_sum(const T* x, T* y, int64_t n, T shift) {
   return s;
 }
 
-// lse[r] = log(sum_c exp(x[r, c])) = m + log(sum_c exp(x[r, c] - m)), m the row's max, for
-// the rows [r0, r1) of a contiguous (rows, C) x. Rows go in groups of 8, each step over the
-// group (the max, then the sums), so the group's reductions are in flight together; every
-// row gets the arithmetic of the one-row form.
-template <class T>
-inline void logsumexp_rows(const T* x, int64_t C, int64_t r0, int64_t r1, T* lse) {
-  constexpr int64_t G = 8;
-  T m[G];
-  for (int64_t g0 = r0; g0 < r1; g0 += G) {
-    const int64_t g1 = std::min(r1, g0 + G);
-    for (int64_t r = g0; r < g1; ++r) m[r - g0] = max(x + r * C, C);
-    for (int64_t r = g0; r < g1; ++r)
-      lse[r] = m[r - g0] + std::log(exp_sub_sum<T>(x + r * C, nullptr, C, m[r - g0]));
-  }
-}
-
 // sum of a[i] * b[i]
 template <class T>
 inline T dot(const T* a, const T* b, int64_t n) {
@@ -204,6 +188,56 @@ inline V exp_clamped(V z) {
   } else {
     using I = xsimd::batch<int32_t, typename V::arch_type>;
     return p * xsimd::bitwise_cast<V>((xsimd::to_int(n) + I(127)) << 23);  // 2^n
+  }
+}
+
+// exp(z) for z <= 0 (a log-softmax's x - max or x - lse): float runs exp_clamped's
+// polynomial, and gives exactly 0 below -80 (where exp < 2e-35, next to the row's largest
+// term exp(0) = 1: an absolute error below 2e-35 instead of denormals, and exp(-inf) = 0, so
+// masked logits get exactly zero probability and gradient); NaN stays NaN. double runs
+// xsimd::exp.
+template <class T, class V>
+inline V exp_nonpositive(V z) {
+  if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<V, float>) {
+      return z < -80.0f ? 0.0f : (z == z ? exp_clamped(z) : z);
+    } else {
+      return xsimd::select(z < V(-80.0f), V(0.0f), xsimd::select(xsimd::isnan(z), z, exp_clamped(z)));
+    }
+  } else {
+    return vexp(z);
+  }
+}
+
+// lse[r] = log(sum_c exp(x[r, c])) = m + log(sum_c exp(x[r, c] - m)), m the row's max, for
+// the rows [r0, r1) of a contiguous (rows, C) x. Rows go in groups of 8 or 16, each step over
+// the group (the max, the sums, the logs), so the group's reductions are in flight together;
+// every row gets the arithmetic of the one-row form. The exps are exp_nonpositive's.
+template <class T>
+inline void logsumexp_rows(const T* x, int64_t C, int64_t r0, int64_t r1, T* lse) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  constexpr int64_t G = W < 8 ? 8 : W;  // rows per group, whole batches of them
+  T m[G];
+  alignas(64) T s[G];
+  for (int64_t g0 = r0; g0 < r1; g0 += G) {
+    const int64_t g1 = std::min(r1, g0 + G);
+    for (int64_t r = g0; r < g1; ++r) m[r - g0] = max(x + r * C, C);
+    for (int64_t r = g0; r < g1; ++r) {  // sum of exp(x - m), as exp_sub_sum, on exp_nonpositive
+      const T* xr = x + r * C;
+      const B sh(m[r - g0]);
+      B acc(T(0));
+      int64_t i = 0;
+      for (; i + W <= C; i += W) acc += exp_nonpositive<T>(B::load_unaligned(xr + i) - sh);
+      T sum = xsimd::hadd(acc);
+      for (; i < C; ++i) sum += exp_nonpositive<T>(xr[i] - m[r - g0]);
+      s[r - g0] = sum;
+    }
+    // the group's logs as batches (a lane's log does not depend on its neighbours, so neither
+    // does a row's lse on the grouping); unused lanes log 1
+    std::fill(s + (g1 - g0), s + G, T(1));
+    for (int64_t k = 0; k < G; k += W) vlog(B::load_aligned(s + k)).store_aligned(s + k);
+    for (int64_t r = g0; r < g1; ++r) lse[r] = m[r - g0] + s[r - g0];
   }
 }
 
