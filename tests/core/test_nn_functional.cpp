@@ -159,11 +159,15 @@ TEST(LayerNorm, MatchesTorch) {
 // n 16, 64 and 128 are rows of whole SIMD batches (vec::layer_norm_rows_k, in registers),
 // 37 is not (the general loops); float32 at the GPTs' widths, with float32 tolerances.
 TEST(LayerNorm, FusedMatchesComposition) {
-  for (auto [n, dt] : {std::pair<int64_t, DType>{16, kFloat64}, {37, kFloat64}, {64, kFloat32}, {128, kFloat32},
+  for (auto [n, dt] : {std::pair<int64_t, DType>{16, kFloat64},
+                       {37, kFloat64},
+                       {64, kFloat32},
+                       {128, kFloat32},
                        {37, kFloat32}}) {
     const double tol = dt == kFloat64 ? 1e-12 : 2e-5, grad_tol = dt == kFloat64 ? 1e-10 : 1e-4;
     for (bool affine : {true, false}) {
-      SCOPED_TRACE("n " + std::to_string(n) + " " + dtype_name(dt) + (affine ? ", affine" : ", no weight or bias"));
+      SCOPED_TRACE("n " + std::to_string(n) + " " + dtype_name(dt) +
+                   (affine ? ", affine" : ", no weight or bias"));
       Generator g(4);
       Tensor x = randn({3, 7, n}, &g, dt);
       Tensor w = randn({n}, &g, dt), b = randn({n}, &g, dt);

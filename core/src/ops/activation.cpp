@@ -268,8 +268,8 @@ Tensor sigmoid(const Tensor& a) {
 
 // ---------------------------------------------------------------- gelu
 // The formulas (torch's, with their derivatives) are vec::gelu_tanh(_grad) and
-// vec::gelu_erf(_grad) in vec_math.h. The forward saves x, as torch's GeluBackward0 does, and the backward evaluates
-// the derivative again from x in the same loop that multiplies it by dy. Saving dy/dx from the
+// vec::gelu_erf(_grad) in vec_math.h. The forward saves x, as torch's GeluBackward0 does, and the backward
+// evaluates the derivative again from x in the same loop that multiplies it by dy. Saving dy/dx from the
 // forward instead (which computes it almost for free) makes the backward a plain multiply,
 // but then the forward writes two tensors instead of one and the backward reads it back:
 // at (32, 64, 256) float, forward + backward, recomputing is the cheaper of the two (395 vs

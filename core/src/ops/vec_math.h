@@ -312,6 +312,16 @@ inline constexpr int64_t kLayerNormGroup = 8;
 // execution overlaps the rows' latency chains there, so they need no grouping.
 inline constexpr int64_t kLayerNormMaxK = 8;
 
+// f(std::integral_constant<int, k>{}) for a run-time k in [1, Max]: a kernel templated on its
+// row length in batches, picked at run time.
+template <int Max, class F>
+inline void with_constant(int64_t k, F&& f) {
+  if constexpr (Max > 0) {
+    if (k == Max) return f(std::integral_constant<int, Max>{});
+    with_constant<Max - 1>(k, f);
+  }
+}
+
 template <class T, int K>
 inline void layer_norm_rows_k(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, double eps,
                               int64_t r0, int64_t r1) {
@@ -353,9 +363,9 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
                             int64_t r0, int64_t r1) {
   constexpr int64_t W = static_cast<int64_t>(xsimd::batch<T>::size);
   if (N % W == 0 && N / W <= kLayerNormMaxK && N > 0) {
-    return [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((N / W == K + 1 ? layer_norm_rows_k<T, K + 1>(x, w, b, y, mean, rstd, eps, r0, r1) : void()), ...);
-    }(std::make_integer_sequence<int, kLayerNormMaxK>{});
+    return with_constant<kLayerNormMaxK>(N / W, [&](auto K) {
+      layer_norm_rows_k<T, decltype(K)::value>(x, w, b, y, mean, rstd, eps, r0, r1);
+    });
   }
   for (int64_t g0 = r0; g0 < r1; g0 += kLayerNormGroup) {
     const int64_t g1 = std::min(r1, g0 + kLayerNormGroup);
@@ -400,8 +410,8 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
 // and db in registers across the rows [r0, r1) (loaded once, stored once: the same sums in the
 // same order), and its x, dy and xhat in registers between the two passes.
 template <class T, int K>
-inline void layer_norm_backward_rows_k(const T* x, const T* d, const T* w, const T* mean, const T* rstd, T* dx,
-                                       T* dw, T* db, int64_t r0, int64_t r1) {
+inline void layer_norm_backward_rows_k(const T* x, const T* d, const T* w, const T* mean, const T* rstd,
+                                       T* dx, T* dw, T* db, int64_t r0, int64_t r1) {
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size), N = K * W;
   const T invN = T(1) / static_cast<T>(N);
@@ -450,10 +460,9 @@ inline void layer_norm_backward_rows(const T* x, const T* d, const T* w, const T
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   if (N % W == 0 && N / W <= kLayerNormMaxK && N > 0) {
-    return [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((N / W == K + 1 ? layer_norm_backward_rows_k<T, K + 1>(x, d, w, mean, rstd, dx, dw, db, r0, r1) : void()),
-       ...);
-    }(std::make_integer_sequence<int, kLayerNormMaxK>{});
+    return with_constant<kLayerNormMaxK>(N / W, [&](auto K) {
+      layer_norm_backward_rows_k<T, decltype(K)::value>(x, d, w, mean, rstd, dx, dw, db, r0, r1);
+    });
   }
   const int64_t nb = N / W * W;  // elements in whole batches
   const T invN = T(1) / static_cast<T>(N);
