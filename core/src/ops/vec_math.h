@@ -150,11 +150,14 @@ inline T sum(const T* a, int64_t n) {
 // [-ln2/2, ln2/2], relative error 4e-9 before rounding, so within about 1 ulp; Cephes' expf
 // needs a degree-5 P for the same), times 2^n built in the exponent bits. No special cases
 // and no division: about 14 instructions for a whole batch, where xsimd::exp also handles the
-// full range. NaN in gives NaN under AVX-512, an unspecified finite value otherwise: callers
-// multiply by x.
+// full range. NaN in gives NaN for a scalar and under AVX-512, an unspecified finite value
+// in other batches: callers multiply by x.
 // reference: Cephes expf.c (the two-part ln2); the ISA-neutral form of ggml's ggml_v_expf.
 template <class V>
 inline V exp_clamped(V z) {
+  if constexpr (std::is_same_v<V, float>) {
+    if (std::isnan(z)) return z;  // (a NaN's int conversion below would be undefined)
+  }
 #if defined(__AVX512DQ__)
   if constexpr (std::is_same_v<V, float>) {
     z = std::copysign(std::min(std::fabs(z), 80.0f), z);  // what vrangeps gives, for the tail
