@@ -267,9 +267,9 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 // ---------------------------------------------------------------- gelu
-// The formulas (torch's, with their derivatives) are vec::gelu_tanh and vec::gelu_erf in
-// vec_math.h. The forward saves x, as torch's GeluBackward0 does, and the backward evaluates
-// the derivative again from x in the same loop that multiplies it by dy. Saving dy/dx from the
+// The formulas (torch's, with their derivatives) are vec::gelu_tanh(_grad) and
+// vec::gelu_erf(_grad) in vec_math.h. The forward saves x, as torch's GeluBackward0 does, and the backward
+// evaluates the derivative again from x in the same loop that multiplies it by dy. Saving dy/dx from the
 // forward instead (which computes it almost for free) makes the backward a plain multiply,
 // but then the forward writes two tensors instead of one and the backward reads it back:
 // at (32, 64, 256) float, forward + backward, recomputing is the cheaper of the two (395 vs
@@ -289,8 +289,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     T* py = out.data_ptr<T>();
     // y = gelu(x) (vec_math.h)
     kernels::parallel_elems(out.numel(), kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
-      if (tanh_approx) vec::map(px + lo, py + lo, hi - lo, [](auto v) { return vec::gelu_tanh<T>(v).first; });
-      else vec::map(px + lo, py + lo, hi - lo, [](auto v) { return vec::gelu_erf<T>(v).first; });
+      if (tanh_approx) vec::map(px + lo, py + lo, hi - lo, [](auto v) { return vec::gelu_tanh<T>(v); });
+      else vec::map(px + lo, py + lo, hi - lo, [](auto v) { return vec::gelu_erf<T>(v); });
     });
   });
   return record("GeluBackward0", out, {a}, [xs = save(x), tanh_approx](const Tensor& dout, Grads& grads) {
@@ -306,10 +306,10 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
       kernels::parallel_elems(dx.numel(), kernels::kGrainMath, [&](int64_t lo, int64_t hi) {
         if (tanh_approx)
           vec::map2(pdy + lo, px + lo, pdx + lo, hi - lo,
-                    [](auto d, auto v) { return d * vec::gelu_tanh<T>(v).second; });
+                    [](auto d, auto v) { return d * vec::gelu_tanh_grad<T>(v); });
         else
           vec::map2(pdy + lo, px + lo, pdx + lo, hi - lo,
-                    [](auto d, auto v) { return d * vec::gelu_erf<T>(v).second; });
+                    [](auto d, auto v) { return d * vec::gelu_erf_grad<T>(v); });
       });
     });
     grads.add(0, std::move(dx));

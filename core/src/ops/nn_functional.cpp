@@ -361,7 +361,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
               }
               const T gscale = pdy ? pdy[r] : gall;
               const T l = pl[r];
-              vec::map(px + r * C, dr, C, [=](auto v) { return vec::vexp(v - l) * gscale; });
+              vec::map(px + r * C, dr, C, [=](auto v) { return vec::exp_nonpositive<T>(v - l) * gscale; });
               if (eps == 0.0) {
                 dr[ptg[r]] -= gscale;
               } else {
