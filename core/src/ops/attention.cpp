@@ -4,15 +4,16 @@
 // It stands for the composed chain nn::MultiHeadAttention used to run
 //   scores = q @ k^T;  scores.masked_fill_(causal, -inf);  w = softmax(scores * scale, -1)
 //   w = dropout(w, p);  out = w @ v
-// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h: the products
-// on a register tile, the softmax in passes over the rows, the causal triangle's upper half
-// skipped), the matrices split over xgrad's threads (each on one thread, so the same bits at
-// any thread count):
+// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h: blocks of query
+// rows in the lanes of a vector, the products on register tiles, the softmax down the columns,
+// the causal triangle's upper half skipped), the matrices split over xgrad's threads (each on
+// one thread, so the same bits at any thread count):
 // - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
 //   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them), kept as
 //   one byte per weight;
-// - saved for backward: the softmax output W (..., L, S) and that byte mask, nothing else the
-//   composed chain kept (scores, the float noise, the dropped weights);
+// - saved for backward: the softmax output W (the causal part only, in the kernel's layout) and
+//   that byte mask, nothing else the composed chain kept (scores, the float noise, the dropped
+//   weights);
 // - q, k, v are read in place whenever their last dim has unit stride (the MHA's
 //   view(b, T, H, D).transpose(1, 2) views: row stride H*D); the output is written into a
 //   (B, L, H, Ev) buffer and returned as its (B, H, L, Ev) view, so the MHA's
@@ -158,10 +159,16 @@ void for_each_matrix(int64_t nb, Worker&& worker) {
   });
 }
 
-// Scratch for one parallel_for chunk: uninitialised, only the parts a kernel writes are read.
+// Scratch for one parallel_for chunk, 64-byte aligned: uninitialised, only the parts a kernel
+// writes are read.
+struct AlignedFree {
+  void operator()(void* x) const { ::operator delete[](x, std::align_val_t(64)); }
+};
 template <class T>
-std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::unique_ptr<T[]>(n > 0 ? new T[static_cast<std::size_t>(n)] : nullptr);
+std::unique_ptr<T[], AlignedFree> scratch(int64_t n) {
+  return std::unique_ptr<T[], AlignedFree>(
+      n > 0 ? static_cast<T*>(::operator new[](static_cast<std::size_t>(n) * sizeof(T), std::align_val_t(64)))
+            : nullptr);
 }
 
 Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, double dropout_p,
@@ -237,23 +244,22 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
       drawn.store(end, std::memory_order_release);
     }
   };
-  Tensor weights;  // W (..., L, Sp): the softmax output, rows padded to whole tiles
+  Tensor weights;  // W: the softmax output, per matrix in the kernel's block layout (Blocks)
 
   const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
   kernels::dispatch_float(dt, kOp, [&](auto tag) {
     using T = decltype(tag);
-    const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;  // one matrix's W
+    const int64_t wsize = attention_kernel::Blocks<T>(P).total();  // one matrix's W
     if (need_grad) weights = empty({nb * wsize}, dt);
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
     // per matrix: out = drop(softmax(q @ k^T * scale, causal)) @ v, W kept for the backward
     for_each_matrix(nb, [&](auto&& each) {
-      auto w_buf = scratch<T>(pw ? 0 : wsize);
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
       each([&](int64_t b) {
         draw_masks_through(b);
         attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
                                           matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
-                                          pw ? pw + b * wsize : w_buf.get(), bytes ? bytes + b * LS : nullptr,
+                                          pw ? pw + b * wsize : nullptr, bytes ? bytes + b * LS : nullptr,
                                           work.get());
       });
     });
@@ -284,7 +290,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                   const int64_t LS = P.L * P.S;
                   kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
                     using T = decltype(tag);
-                    const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;
+                    const int64_t wsize = attention_kernel::Blocks<T>(P).total();
                     const T* pw = weights.data_ptr<T>();
                     const auto* pkeep =
                         keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;

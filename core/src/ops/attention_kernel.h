@@ -6,31 +6,25 @@
 //   backward: dW' = dO v^T;  dW = dW' * mask / (1 - p);  dS = W * (dW - rowsum(dW * W)) * scale
 //             dq = dS k;  dk = dS^T q;  dv = W'^T dO
 //
-// The six products run on one register tile (`micro_tile`, as gemm_kernel.h's: per k it loads
-// kNV vectors of a B row and broadcasts kMR values of A, kMR * kNV FMAs; here with the B
-// operands prepared once per head, no k panels, no threads and no per-call set-up, which is
-// what the head-sized products of attention spend their time on in a general GEMM). Per head
-// (per-thread scratch): k^T and v^T packed as slivers of kNR columns (E x kNR each, contiguous:
-// the B of the scores and of dW'); v, k, q, dO rows (the B of out, dq, dk, dv) read in place,
-// or packed padded to whole vectors when the head dim is not a multiple of the vector. A is
-// read in place: the q and dO rows, and the P / dS / W' rows, also column-wise (dk, dv:
-// A = dS^T, W'^T).
+// The query rows run in blocks of R = min(block, W) rows, one row per lane of a vector of W
+// (lanes past a block's last row are padding: zero queries, results never written). Every
+// (rows, keys) intermediate of a block is kept transposed, as an (n, W) array whose row j holds
+// key j of all the block's rows, n = n(last row) the keys its last row sees (causal: row i
+// sees keys j < n(i) = min(i + 1, S)). So the softmax and its backward run down the columns,
+// lane-wise, with no horizontal reduction; only the block's diagonal (keys past its first row)
+// needs a lane mask; and the products are register tiles (`micro_tile`: per k, NV vectors of a
+// B row loaded, MR values of A broadcast) over those (n, W) rows:
+//   scores^T (n, W) = scale * k (n, E) @ q_block^T (E, W)      dW'^T = v (n, Ev) @ dO_block^T
+//   out_block^T (Ev, W) = v^T (Ev, n) @ W'^T (n, W)            dq_block^T = k^T @ dS^T
+// with q_block^T, dO_block^T packed per block (16 x 16 register transposes) and the results
+// transposed back into out's and dq's rows. The softmax output W is kept in this layout for the
+// backward (every block's (n, W) array, one after the other: `Blocks`), and the backward keeps
+// dS^T and W'^T so, then runs dk = dS^T q and dv = W'^T dO by tiles of keys over all the blocks
+// that see them.
 //
-// Rows run in strips of `block` rows: the scores of the strip, tile by tile; then the row
-// passes over the strip (max; exp and sum; normalise and drop -- backward: rowsum(dW * W);
-// dS and W'), a pass over all rows of the strip before the next pass, so the short rows'
-// latency chains overlap; then the strip's out (dq) rows. dk and dv run last, by tiles of
-// columns, over the whole head's dS and W'.
-//
-// Causal (row i sees keys j < n(i) = min(i + 1, S)): a tile computes only what one of its rows
-// sees. A row tile of scores stops at the sliver holding its last row's last key; the out / dq
-// tile's k loop stops at n(last row); the dk / dv tile of columns [j0, j0 + mr) starts its k
-// loop at row j0 (rows i < j0 see none of its columns). A tile's rows that see fewer keys read
-// W', dS as exact zeros there: each row i writes its W, W', dS with zeros on [n(i), ext(i)),
-// ext(i) >= i + kMR covering every tile that reads row i. Skipping a product that is exactly
-// zero leaves every sum unchanged, and every output element is one FMA chain in k order inside
-// one tile of one thread, so the results do not depend on the strip or on how the heads are
-// split over threads.
+// A masked key (j > i) has W, W', dS exactly zero, so a product that runs over it adds exact
+// zeros; every output element is one FMA chain in k order inside one tile on one thread, so the
+// results do not depend on how the heads are split over threads.
 #pragma once
 #include <xsimd/xsimd.hpp>
 
@@ -41,12 +35,12 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>  // keep_factors' byte test
+#if XSIMD_WITH_AVX512F
+#include <immintrin.h>  // KeepLanes' gather
 #endif
 
 #include "ops/gemm_kernel.h"  // transpose_16x16
-#include "ops/vec_math.h"
+#include "ops/vec_math.h"     // exp_clamped
 
 namespace xgrad::attention_kernel {
 
@@ -54,16 +48,14 @@ template <class T>
 using V = xsimd::batch<T>;
 template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
-inline constexpr int64_t kNV = 2;                                // vectors per tile row
-template <class T>
-inline constexpr int64_t kNR = kW<T> + kW<T>;  // tile columns: kNV = 2 vectors
 #if XSIMD_WITH_AVX512F
-inline constexpr int64_t kMR = 14;  // tile rows: 28 accumulators of 32 registers
+inline constexpr int64_t kMR = 14;        // micro_tile_rows' default rows
+inline constexpr int64_t kLaneTile = 16;  // accumulators of a product tile (of 32 registers)
 #else
-inline constexpr int64_t kMR = 6;  // 12 of 16
+inline constexpr int64_t kMR = 6;
+inline constexpr int64_t kLaneTile = 8;  // of 16
 #endif
-inline constexpr int64_t kDefaultBlock = 2 * kMR;  // rows per strip
-inline constexpr int64_t kPassRows = 32;           // rows per group of row passes
+inline constexpr int64_t kDefaultBlock = 16;  // query rows per block (at most W are used)
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -72,34 +64,34 @@ struct Params {
   int64_t L = 0, S = 0, E = 0, Ev = 0;
   double scale = 1.0;
   bool causal = false;
-  int64_t block = kDefaultBlock;  // rows per strip (>= 1)
+  int64_t block = kDefaultBlock;  // query rows per block (>= 1)
   double p = 0.0;
   bool dropout() const { return p > 0.0; }
   int64_t valid(int64_t i) const { return causal ? std::min(i + 1, S) : S; }  // n(i)
 };
 
-// The buffers' geometry in elements of T: Sp = S rounded up to whole slivers (the row stride of
-// W and every (L, S) scratch), Ep / Evp the padded widths of the packed rows.
+// The query blocks of a matrix: block b holds rows [b R, b R + rows(b)), sees keys [0, keys(b)),
+// and its (keys(b), W) array starts at offset(b) elements of every per-block buffer.
 template <class T>
-struct Geometry {
+struct Blocks {
   Params P;
-  int64_t Sp, Ep, Evp, tile;
-  explicit Geometry(const Params& p)
-      : P(p),
-        Sp(round_up(p.S, kNR<T>)),
-        Ep(round_up(p.E, kW<T>)),
-        Evp(round_up(p.Ev, kW<T>)),
-        tile(std::min(kMR, p.block)) {}
-  // columns [0, ext(i)) of row i of W, W', dS are written (zeros from n(i) on)
-  int64_t ext(int64_t i) const { return P.causal ? std::min(Sp, round_up(i + kMR, kW<T>)) : Sp; }
-  T keep_scale() const { return P.p < 1.0 ? T(1) / static_cast<T>(1.0 - P.p) : T(0); }  // as dropout()
+  int64_t R;
+  explicit Blocks(const Params& p) : P(p), R(std::min(p.block, kW<T>)) {}
+  int64_t count() const { return (P.L + R - 1) / R; }
+  int64_t rows(int64_t b) const { return std::min(R, P.L - b * R); }
+  int64_t keys(int64_t b) const { return P.valid(b * R + rows(b) - 1); }
+  int64_t offset(int64_t b) const {
+    int64_t off = 0;
+    for (int64_t c = 0; c < b; ++c) off += keys(c) * kW<T>;
+    return off;
+  }
+  int64_t total() const { return offset(count()); }  // elements of W's buffer
 };
 
-// Bytes a dropout mask needs past its L * S per matrix: rows are read in whole vectors up to
-// Sp (the entries past S are masked off, but read).
+// Bytes a dropout mask needs past its L * S per matrix (KeepLanes reads up to 3 past a row).
 template <class T>
-int64_t keep_padding(const Params& p) {
-  return Geometry<T>(p).Sp - p.S + 64;
+int64_t keep_padding(const Params&) {
+  return 64;
 }
 
 // ---- the register tile. C (MR x NV*W) = alpha * A (MR x kc) @ B (kc x NV*W): A(r, k) at
@@ -143,29 +135,7 @@ inline void micro_tile_rows(int64_t mr, int64_t kc, const T* a, int64_t lda, con
   micro_tile<T, R, NV, TA>(kc, a, lda, b, ldb, alpha, c, ldc);
 }
 
-// C (mr x n) = alpha * A (mr x kc) @ B (kc x n), mr <= kMR, tile by tile of kNR columns;
-// b_at(j0) gives the B rows of columns [j0, j0 + kNR) and their stride (zero-padded past n).
-// C's rows have room up to whole vectors when c_padded; else a ragged last tile goes through a
-// local one.
-template <class T, bool TA, class BAt>
-void row_panel(int64_t mr, int64_t n, int64_t kc, const T* a, int64_t lda, BAt b_at, T alpha, T* c,
-               int64_t ldc, bool c_padded) {
-  constexpr int64_t W = kW<T>, NR = kNR<T>;
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    const auto [b, ldb] = b_at(j0);
-    const int64_t nr = std::min(NR, n - j0);
-    alignas(64) T tmp[kMR * NR];
-    const bool via_tmp = !c_padded && nr % W != 0;
-    T* cj = via_tmp ? tmp : c + j0;
-    const int64_t ldcj = via_tmp ? NR : ldc;
-    if (nr > W) micro_tile_rows<T, 2, TA>(mr, kc, a, lda, b, ldb, alpha, cj, ldcj);
-    else micro_tile_rows<T, 1, TA>(mr, kc, a, lda, b, ldb, alpha, cj, ldcj);
-    if (via_tmp)
-      for (int64_t r = 0; r < mr; ++r) std::copy(tmp + r * NR, tmp + r * NR + nr, c + r * ldc + j0);
-  }
-}
-
-// ---- packing (per head)
+// ---- packing and products of a block
 
 // x (n rows of m values, row stride ldx) -> out (n, mp) rows, zero-padded to mp >= m
 template <class T>
@@ -190,35 +160,6 @@ std::pair<const T*, int64_t> b_rows(const T* x, int64_t ldx, int64_t n, int64_t 
   return {buf, round_up(m, kW<T>)};
 }
 
-// x (n rows of m values, row stride ldx) -> x^T as slivers of kNR columns: sliver s holds
-// x^T[:, s kNR : (s + 1) kNR] as (m, kNR) rows, zero-padded past n. Whole 16 x 16 float
-// blocks go through gemm_kernel::transpose_16x16 (AVX-512), the rest element by element, row by row.
-template <class T>
-void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* out) {
-  constexpr int64_t NR = kNR<T>;
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    T* s = out + j0 * m;
-    const int64_t nr = std::min(NR, n - j0);
-    int64_t jb = 0, mb = 0;  // rows below jb and columns below mb done by blocks
-#if XSIMD_WITH_AVX512F
-    if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
-      jb = nr / 16 * 16;
-      mb = m / 16 * 16;
-      for (int64_t j = 0; j < jb; j += 16)
-        for (int64_t e = 0; e < mb; e += 16)
-          gemm_kernel::transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
-    }
-#endif
-    for (int64_t j = 0; j < nr; ++j) {
-      const T* xj = x + (j0 + j) * ldx;
-      for (int64_t e = j < jb ? mb : 0; e < m; ++e) s[e * NR + j] = xj[e];
-    }
-    for (int64_t e = 0; e < m; ++e) std::fill(s + e * NR + nr, s + (e + 1) * NR, T(0));
-  }
-}
-
-// ---- row passes
-
 // lanes l < k of a batch (none for k <= 0)
 template <class T>
 inline auto lanes_below(int64_t k) {
@@ -227,230 +168,335 @@ inline auto lanes_below(int64_t k) {
   return V<T>::load_aligned(kIota) < V<T>(static_cast<T>(std::min<int64_t>(k, 16)));
 }
 
-// the largest lane of v
+// The dropout mask of one block, as lane masks: bit l of a key's mask is keep[l * S + j].
 template <class T>
-inline T hmax(const V<T>& v) {
+class KeepLanes {
+ public:
+  // keep: the block's first row of the mask (row stride S); rows: its rows (lanes past them
+  // repeat the last row's bits). Reads up to 3 bytes past the last row's S (keep_padding).
+  KeepLanes(const uint8_t* keep, int64_t S, int64_t rows) : keep_(keep), S_(S), rows_(rows) {
 #if XSIMD_WITH_AVX512F
-  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, float>) return _mm512_reduce_max_ps(v);
-  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, double>) return _mm512_reduce_max_pd(v);
+    if constexpr (kW<T> == 16) {
+      const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+      rowoff_ = _mm512_mullo_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int>(rows - 1))),
+                                   _mm512_set1_epi32(static_cast<int>(S)));
+    }
 #endif
-  alignas(64) T lanes[kW<T>];
-  v.store_aligned(lanes);
-  T m = lanes[0];
-  for (int64_t l = 1; l < kW<T>; ++l) m = std::max(m, lanes[l]);
-  return m;
-}
-
-// dropout()'s multiplier of the batch at keep: keep_scale where the mask byte is set, else 0
-// (mask / (1 - p) bit for bit)
-template <class T>
-inline V<T> keep_factors(const uint8_t* keep, const V<T>& keep_scale) {
-  using B = V<T>;
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (sizeof(B) == 64) {  // AVX-512: the bytes tested straight into a lane mask
-    const auto* p = reinterpret_cast<const __m128i*>(keep);
-    const __m128i k = B::size == 16 ? _mm_loadu_si128(p) : _mm_loadl_epi64(p);
-    const typename B::batch_bool_type set(
-        static_cast<typename B::batch_bool_type::register_type>(_mm_test_epi8_mask(k, k)));
-    return xsimd::select(set, keep_scale, B(T(0)));
   }
+  // the masks of keys j .. j + 3
+  void get4(int64_t j, uint32_t m[4]) const {
+#if XSIMD_WITH_AVX512F
+    if constexpr (kW<T> == 16) {  // one gather: 4 bytes (keys j .. j + 3) of every row
+      const __m512i g = _mm512_i32gather_epi32(rowoff_, keep_ + j, 1);
+      for (int t = 0; t < 4; ++t) m[t] = _mm512_test_epi32_mask(g, _mm512_set1_epi32(0xFF << (8 * t)));
+      return;
+    }
 #endif
-  alignas(64) T f[B::size];
-  for (std::size_t l = 0; l < B::size; ++l) f[l] = keep[l] ? T(1) : T(0);
-  return B::load_aligned(f) * keep_scale;
+    for (int t = 0; t < 4; ++t) {
+      m[t] = 0;
+      for (int64_t l = 0; l < kW<T>; ++l)
+        m[t] |= static_cast<uint32_t>(keep_[std::min(l, rows_ - 1) * S_ + j + t] != 0) << l;
+    }
+  }
+  // keep_scale where the mask m has a lane's bit, else 0 (dropout()'s mask / (1 - p))
+  static V<T> factors(uint32_t m, const V<T>& keep_scale) {
+#if XSIMD_WITH_AVX512F
+    if constexpr (sizeof(V<T>) == 64) {
+      using BB = typename V<T>::batch_bool_type;
+      return xsimd::select(BB(static_cast<typename BB::register_type>(m)), keep_scale, V<T>(T(0)));
+    }
+#endif
+    alignas(64) T f[kW<T>];
+    for (int64_t l = 0; l < kW<T>; ++l) f[l] = (m >> l) & 1 ? T(1) : T(0);
+    return V<T>::load_aligned(f) * keep_scale;
+  }
+
+ private:
+  const uint8_t* keep_;
+  int64_t S_, rows_;
+#if XSIMD_WITH_AVX512F
+  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S
+#endif
+};
+
+// exp of a batch: exp_clamped for float (callers zero the masked lanes), xsimd's for double
+template <class T>
+inline V<T> exp_batch(const V<T>& x) {
+  if constexpr (std::is_same_v<T, float>) return vec::exp_clamped(x);
+  else return xsimd::exp(x);
 }
 
-// Softmax of the strip's rows [r0, r1) over the scores in w (row i at w + i * Sp, computed on
-// [0, n(i))), in place: W on [0, ext(i)), zeros from n(i); with dropout also W' on [0, ext(i))
-// at wd + (i - r0) * Sp (keep: the matrix's mask, row stride S).
+// xt (m, W) = the transpose of the rows x (rows <= W rows of m values, row stride ldx): lane l
+// of xt's row e is x[l * ldx + e]; lanes past rows are zeros
 template <class T>
-void softmax_strip(const Geometry<T>& g, T* w, const uint8_t* keep, T* wd, int64_t r0, int64_t r1) {
+void pack_lanes(const T* x, int64_t ldx, int64_t rows, int64_t m, T* xt) {
   constexpr int64_t W = kW<T>;
-  const int64_t Sp = g.Sp, S = g.P.S;
+  int64_t e0 = 0;  // columns below e0 done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; e0 + 16 <= m; e0 += 16) gemm_kernel::transpose_16x16(x + e0, ldx, xt + e0 * W, W);
+#endif
+  for (int64_t e = e0; e < m; ++e)
+    for (int64_t l = 0; l < W; ++l) xt[e * W + l] = l < rows ? x[l * ldx + e] : T(0);
+}
+
+// y[l * ldy + e] = yt[e * W + l] for l < rows, e < m: (m, W) lanes back into rows
+template <class T>
+void unpack_lanes(const T* yt, int64_t rows, int64_t m, T* y, int64_t ldy) {
+  constexpr int64_t W = kW<T>;
+  int64_t e0 = 0;
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; e0 + 16 <= m; e0 += 16) gemm_kernel::transpose_16x16(yt + e0 * W, W, y + e0, ldy);
+#endif
+  for (int64_t l = 0; l < rows; ++l)
+    for (int64_t e = e0; e < m; ++e) y[l * ldy + e] = yt[e * W + l];
+}
+
+// st (n, W) = alpha * x (n rows of m values, row stride ldx) @ yt (m, W): a block's scores^T or
+// dW'^T, by tiles of kLaneTile keys
+template <class T>
+void rows_product(int64_t n, int64_t m, const T* x, int64_t ldx, const T* yt, T alpha, T* st) {
+  for (int64_t j0 = 0; j0 < n; j0 += kLaneTile)
+    micro_tile_rows<T, 1, false, kLaneTile>(std::min(kLaneTile, n - j0), m, x + j0 * ldx, ldx, yt, kW<T>,
+                                            alpha, st + j0 * kW<T>, kW<T>);
+}
+
+// y (rows, m) = (a^T (m, kc) @ bt (kc, W))^T for the rows a (kc rows of m values, row stride
+// lda) and a (kc, W) array bt: a block's out or dq rows, by tiles of kLaneTile columns through
+// ct (kLaneTile, W)
+template <class T>
+void lanes_product(int64_t m, int64_t kc, const T* a, int64_t lda, const T* bt, T* ct, int64_t rows, T* y,
+                   int64_t ldy) {
+  for (int64_t e0 = 0; e0 < m; e0 += kLaneTile) {
+    const int64_t mr = std::min(kLaneTile, m - e0);
+    micro_tile_rows<T, 1, true, kLaneTile>(mr, kc, a + e0, lda, bt, kW<T>, T(1), ct, kW<T>);
+    unpack_lanes(ct, rows, mr, y + e0, ldy);
+  }
+}
+
+// C (MR x NV W) = sum over the blocks b >= b0 and their rows l < rows(b) of
+// A_b(r, l) B(b R + l, :), with A_b(r, l) = a[offset(b) + r * W + l] (a: every block's (n, W)
+// array, from the tile's first key on) and B's row i at bm + i * ldb: a tile of dk = dS^T q or
+// dv = W'^T dO. Each element is one FMA chain in i order.
+template <class T, int64_t MR, int64_t NV>
+inline void blocks_tile(const Blocks<T>& bl, int64_t b0, const T* a, const T* bm, int64_t ldb, T* c,
+                        int64_t ldc) {
+  constexpr int64_t W = kW<T>;
+  V<T> acc[MR][NV];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < NV; ++v) acc[r][v] = V<T>(T(0));
+  int64_t off = bl.offset(b0);
+  for (int64_t b = b0; b < bl.count(); ++b) {
+    const T* ab = a + off;
+    const T* bb = bm + b * bl.R * ldb;
+    for (int64_t l = 0, rows = bl.rows(b); l < rows; ++l) {
+      V<T> bv[NV];
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < NV; ++v) bv[v] = V<T>::load_unaligned(bb + l * ldb + v * W);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < MR; ++r) {
+        const V<T> ar(ab[r * W + l]);
+#pragma GCC unroll 4
+        for (int64_t v = 0; v < NV; ++v) acc[r][v] = xsimd::fma(ar, bv[v], acc[r][v]);
+      }
+    }
+    off += bl.keys(b) * W;
+  }
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int64_t v = 0; v < NV; ++v) acc[r][v].store_unaligned(c + r * ldc + v * W);
+}
+
+// blocks_tile with exactly mr rows (1 <= mr <= R)
+template <class T, int64_t NV, int64_t R>
+inline void blocks_tile_rows(int64_t mr, const Blocks<T>& bl, int64_t b0, const T* a, const T* bm,
+                             int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (R > 1) {
+    if (mr < R) return blocks_tile_rows<T, NV, R - 1>(mr, bl, b0, a, bm, ldb, c, ldc);
+  }
+  blocks_tile<T, R, NV>(bl, b0, a, bm, ldb, c, ldc);
+}
+
+// Rows [j0, j1) of C (S, m) = A^T B for the per-block arrays a (dS^T or W'^T) and the rows
+// bm (q or dO, padded to whole vectors, row stride ldb), from block b0 on: by tiles of
+// kLaneTile / NV keys and NV vectors of columns (through a local tile where C's row ends
+// inside a vector).
+template <class T>
+void blocks_product(const Blocks<T>& bl, int64_t j0, int64_t j1, int64_t b0, const T* a, const T* bm,
+                    int64_t ldb, int64_t m, T* c, int64_t ldc) {
+  constexpr int64_t W = kW<T>;
+  for (int64_t e0 = 0; e0 < m;) {
+    const int64_t left = (m - e0 + W - 1) / W;  // vectors
+    const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = kLaneTile / nv;
+    const bool direct = e0 + nv * W <= m;
+    for (int64_t jt = j0; jt < j1; jt += mr_max) {
+      const int64_t mr = std::min(mr_max, j1 - jt);
+      alignas(64) T tmp[kLaneTile * W];
+      T* cc = direct ? c + jt * ldc + e0 : tmp;
+      const int64_t ldcc = direct ? ldc : nv * W;
+      const T* at = a + jt * W;
+      if (nv == 4) blocks_tile_rows<T, 4, kLaneTile / 4>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      else if (nv == 2) blocks_tile_rows<T, 2, kLaneTile / 2>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      else blocks_tile_rows<T, 1, kLaneTile>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      if (!direct)
+        for (int64_t r = 0; r < mr; ++r)
+          std::copy(tmp + r * ldcc, tmp + r * ldcc + (m - e0), c + (jt + r) * ldc + e0);
+    }
+    e0 += nv * W;
+  }
+}
+
+// C (S, m) = A^T B over all blocks (dk or dv): key chunks of R rows, each from the first block
+// that sees it; keys no row sees get zeros.
+template <class T>
+void keys_product(const Blocks<T>& bl, const T* a, const T* bm, int64_t ldb, int64_t m, T* c, int64_t ldc) {
+  const int64_t seen = bl.count() > 0 ? bl.keys(bl.count() - 1) : 0;  // keys [0, seen) are seen
+  for (int64_t j0 = 0; j0 < seen; j0 += bl.R)
+    blocks_product(bl, j0, std::min(j0 + bl.R, seen), bl.P.causal ? j0 / bl.R : 0, a, bm, ldb, m, c, ldc);
+  for (int64_t j = seen; j < bl.P.S; ++j) std::fill(c + j * ldc, c + j * ldc + m, T(0));
+}
+
+// Softmax down the columns of a block's scores^T st (n, W) (block's first row i0), in place: W,
+// zeros where a row does not see the key; with keep also W' into wd (n, W).
+template <class T>
+void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLanes<T>* keep, T* wd) {
+  constexpr int64_t W = kW<T>;
   const T ninf = -std::numeric_limits<T>::infinity();
-  const V<T> vks(g.keep_scale()), zero(T(0));
-  T red[kPassRows];
-  for (int64_t i0 = r0; i0 < r1; i0 += kPassRows) {
-    const int64_t i1 = std::min(i0 + kPassRows, r1);
-    for (int64_t i = i0; i < i1; ++i) {  // red = the row's max over [0, n), -inf padded to whole vectors
-      T* row = w + i * Sp;
-      const int64_t n = g.P.valid(i), ne = round_up(n, W);
-      if (n % W) {
-        const int64_t j = ne - W;
-        xsimd::select(lanes_below<T>(n - j), V<T>::load_unaligned(row + j), V<T>(ninf))
-            .store_unaligned(row + j);
-      }
-      V<T> mx(ninf);
-      for (int64_t j = 0; j < ne; j += W) mx = xsimd::max(mx, V<T>::load_unaligned(row + j));
-      red[i - i0] = hmax(mx);
-    }
-    for (int64_t i = i0; i < i1; ++i) {  // exp(scores - max) in place; red = 1 / sum
-      const int64_t n = g.P.valid(i);
-      T* row = w + i * Sp;
-      if (n > 0) red[i - i0] = T(1) / vec::exp_sub_sum<T>(row, row, round_up(n, W), red[i - i0]);
-    }
-    for (int64_t i = i0; i < i1; ++i) {  // W = e / sum, W' = W * mask / (1 - p); zeros from n
-      T* row = w + i * Sp;
-      T* rd = wd ? wd + (i - r0) * Sp : nullptr;
-      const uint8_t* kr = keep ? keep + i * S : nullptr;
-      const int64_t n = g.P.valid(i), ext = g.ext(i);
-      const V<T> inv(red[i - i0]);
-      for (int64_t j = 0; j < ext; j += W) {
-        const auto live = lanes_below<T>(n - j);
-        const V<T> x = xsimd::select(live, V<T>::load_unaligned(row + j) * inv, zero);
-        x.store_unaligned(row + j);
-        if (rd) xsimd::select(live, x * keep_factors<T>(kr + j, vks), zero).store_unaligned(rd + j);
-      }
+  const int64_t diag = p.causal ? i0 + 1 : n;  // keys from here on: lanes l < j - i0 masked
+  V<T> mx(ninf), sum(T(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const V<T> s = V<T>::load_unaligned(st + j * W);
+    mx = xsimd::max(mx, j < diag ? s : xsimd::select(lanes_below<T>(j - i0), V<T>(ninf), s));
+  }
+  for (int64_t j = 0; j < n; ++j) {  // e = exp(s - max), zeros where masked
+    V<T> e = exp_batch<T>(V<T>::load_unaligned(st + j * W) - mx);
+    if (j >= diag) e = xsimd::select(lanes_below<T>(j - i0), V<T>(T(0)), e);
+    sum += e;
+    e.store_unaligned(st + j * W);
+  }
+  const V<T> inv = V<T>(T(1)) / sum;
+  if (!keep) {
+    for (int64_t j = 0; j < n; ++j) (V<T>::load_unaligned(st + j * W) * inv).store_unaligned(st + j * W);
+    return;
+  }
+  const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0));  // as dropout()
+  for (int64_t j0 = 0; j0 < n; j0 += 4) {
+    uint32_t m[4];
+    keep->get4(j0, m);
+    for (int64_t j = j0; j < std::min(j0 + 4, n); ++j) {
+      const V<T> x = V<T>::load_unaligned(st + j * W) * inv;
+      x.store_unaligned(st + j * W);
+      (x * KeepLanes<T>::factors(m[j - j0], vks)).store_unaligned(wd + j * W);
     }
   }
 }
 
-// Softmax backward of the strip's rows [r0, r1), all in (L, Sp) buffers of the matrix: dp holds
-// dW' = dO v^T on [0, n(i)) and becomes dS on [0, ext(i)) (null: dq, dk not wanted); with wd
-// (dropout, dv wanted) also W' on [0, ext(i)).
+// Softmax backward down the columns of a block: w (n, W) its W; ds (n, W) holds dW'^T and
+// becomes dS^T (null: dq, dk not wanted); with wd (dropout, dv wanted) also W'^T.
 template <class T>
-void softmax_backward_strip(const Geometry<T>& g, const T* w, const uint8_t* keep, T* dp, T* wd, int64_t r0,
-                            int64_t r1) {
+void softmax_backward_lanes(const Params& p, int64_t n, const T* w, const KeepLanes<T>* keep, T* ds, T* wd) {
   constexpr int64_t W = kW<T>;
-  const int64_t Sp = g.Sp, S = g.P.S;
-  const V<T> vks(g.keep_scale()), vscale(static_cast<T>(g.P.scale)), zero(T(0));
-  T red[kPassRows];
-  for (int64_t i0 = r0; i0 < r1; i0 += kPassRows) {
-    const int64_t i1 = std::min(i0 + kPassRows, r1);
-    if (dp)
-      for (int64_t i = i0; i < i1; ++i) {  // red = rowsum(dW * W), dW = dW' * mask / (1 - p)
-        const T* wr = w + i * Sp;
-        const T* dr = dp + i * Sp;
-        const uint8_t* kr = keep ? keep + i * S : nullptr;
-        const int64_t n = g.P.valid(i);
-        V<T> acc(T(0));
-        for (int64_t j = 0; j < n; j += W) {
-          V<T> d = V<T>::load_unaligned(dr + j);
-          if (kr) d = d * keep_factors<T>(kr + j, vks);
-          acc = xsimd::fma(xsimd::select(lanes_below<T>(n - j), d, zero), V<T>::load_unaligned(wr + j), acc);
-        }
-        red[i - i0] = xsimd::hadd(acc);
-      }
-    for (int64_t i = i0; i < i1; ++i) {  // dS = W * (dW - rowsum) * scale; W' = W * mask / (1 - p)
-      const T* wr = w + i * Sp;
-      T* dr = dp ? dp + i * Sp : nullptr;
-      T* rd = wd ? wd + i * Sp : nullptr;
-      const uint8_t* kr = keep ? keep + i * S : nullptr;
-      const int64_t n = g.P.valid(i), ext = g.ext(i);
-      const V<T> s(dp ? red[i - i0] : T(0));
-      for (int64_t j = 0; j < ext; j += W) {
-        const auto live = lanes_below<T>(n - j);
-        const V<T> x = V<T>::load_unaligned(wr + j);
-        const V<T> kf = kr ? keep_factors<T>(kr + j, vks) : V<T>(T(1));
-        if (dr) {
-          const V<T> d = V<T>::load_unaligned(dr + j) * kf;
-          xsimd::select(live, x * (d - s) * vscale, zero).store_unaligned(dr + j);
-        }
-        if (rd) xsimd::select(live, x * kf, zero).store_unaligned(rd + j);
-      }
+  const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0)), vscale(static_cast<T>(p.scale));
+  uint32_t m[4] = {};
+  V<T> s(T(0));  // rowsum(dW * W), dW = dW' * mask / (1 - p)
+  if (ds)
+    for (int64_t j = 0; j < n; ++j) {
+      if (keep && j % 4 == 0) keep->get4(j, m);
+      V<T> d = V<T>::load_unaligned(ds + j * W);
+      if (keep) d = d * KeepLanes<T>::factors(m[j % 4], vks);
+      s = xsimd::fma(d, V<T>::load_unaligned(w + j * W), s);
     }
+  for (int64_t j = 0; j < n; ++j) {  // dS = W * (dW - rowsum) * scale; W' = W * mask / (1 - p)
+    if (keep && j % 4 == 0) keep->get4(j, m);
+    const V<T> x = V<T>::load_unaligned(w + j * W);
+    const V<T> kf = keep ? KeepLanes<T>::factors(m[j % 4], vks) : V<T>(T(1));
+    if (ds) (x * (V<T>::load_unaligned(ds + j * W) * kf - s) * vscale).store_unaligned(ds + j * W);
+    if (wd) (x * kf).store_unaligned(wd + j * W);
   }
 }
 
 // ---- one matrix, forward and backward
 
-// Scratch (elements of T) forward_head needs: k^T slivers, padded v rows, a strip of W'.
+// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile.
 template <class T>
 int64_t forward_scratch(const Params& p) {
-  const Geometry<T> g(p);
-  return g.Sp * p.E + p.S * g.Evp + (p.dropout() ? std::min(p.block, p.L) * g.Sp : 0);
+  return (round_up(p.E, 16) + 2 * round_up(p.S, 16) + kLaneTile) * kW<T>;
 }
 
-// out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: (L, Sp) receiving W (the
-// backward's), keep: the matrix's dropout mask (L, S) bytes, or null; scratch: forward_scratch.
+// out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
+// elements receiving W (the backward's); keep: the matrix's dropout mask (L, S) bytes, or
+// null; scratch: forward_scratch.
 template <class T>
 void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
                   T* out, int64_t ldo, T* w, const uint8_t* keep, T* scratch) {
-  const Geometry<T> g(p);
-  const int64_t Sp = g.Sp, E = p.E, Ev = p.Ev, Evp = g.Evp;
-  T* kt = scratch;         // k^T slivers (E, kNR)
-  T* vp = kt + Sp * E;     // v rows (S, Evp)
-  T* wd = vp + p.S * Evp;  // the strip's W' (block, Sp) when dropping
-  pack_transposed_slivers(k, ldk, p.S, E, kt);
-  const auto [vb, ldvb] = b_rows(v, ldv, p.S, Ev, vp);
-  auto kt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kt + j0 * E, kNR<T>); };
-  // (structured bindings are init-captured: clang 14, the fuzz build's compiler, cannot capture them)
-  auto vp_at = [vb = vb, ldvb = ldvb](int64_t j0) { return std::pair<const T*, int64_t>(vb + j0, ldvb); };
-  const T scale = static_cast<T>(p.scale);
-  for (int64_t r0 = 0; r0 < p.L; r0 += p.block) {
-    const int64_t r1 = std::min(r0 + p.block, p.L);
-    for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // P = scale * q k^T, up to each tile's last key
-      const int64_t mr = std::min(g.tile, r1 - i0);
-      row_panel<T, false>(mr, p.valid(i0 + mr - 1), E, q + i0 * ldq, ldq, kt_at, scale, w + i0 * Sp, Sp,
-                          true);
-    }
-    softmax_strip(g, w, keep, keep ? wd : nullptr, r0, r1);
-    for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // out = W' v
-      const int64_t mr = std::min(g.tile, r1 - i0);
-      const T* a = keep ? wd + (i0 - r0) * Sp : w + i0 * Sp;
-      row_panel<T, false>(mr, Ev, p.valid(i0 + mr - 1), a, Sp, vp_at, T(1), out + i0 * ldo, ldo, false);
-    }
+  constexpr int64_t W = kW<T>;
+  const Blocks<T> bl(p);
+  T* qt = scratch;                     // q_block^T (E, W)
+  T* st = qt + round_up(p.E, 16) * W;  // scores^T, then W^T (n, W), when w is null
+  T* wd = st + round_up(p.S, 16) * W;  // W'^T (n, W) when dropping
+  T* ot = wd + round_up(p.S, 16) * W;  // an out^T tile (kLaneTile, W)
+  for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
+    const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
+    T* sb = w ? w + off : st;
+    pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
+    rows_product(n, p.E, k, ldk, qt, static_cast<T>(p.scale), sb);  // scores^T = scale * k q^T
+    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
+    softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd);
+    lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);  // out = W' v
+    off += n * W;
   }
 }
 
-// Scratch backward_head needs: v^T slivers, padded k, q, dO rows, dS and W' (L, Sp).
+// Scratch backward_head needs: dO_block^T, a dq^T tile, dS^T and W'^T of every block, q and dO
+// rows padded to whole vectors.
 template <class T>
 int64_t backward_scratch(const Params& p) {
-  const Geometry<T> g(p);
-  return g.Sp * p.Ev + p.S * g.Ep + p.L * g.Ep + p.L * g.Evp + 2 * p.L * g.Sp;
+  const Blocks<T> bl(p);
+  return (round_up(p.Ev, 16) + kLaneTile) * kW<T> + 2 * bl.total() + p.L * round_up(p.E, kW<T>) +
+         p.L * round_up(p.Ev, kW<T>);
 }
 
 // The gradients of one matrix (dq, dk, dv null when not wanted; q, k, v null when not needed:
-// k for dq, q for dk, v for dq and dk). See the top of the file for the formulas.
+// k for dq, q for dk, v for dq and dk); w: the forward's W (Blocks layout). See the top of the
+// file for the formulas.
 template <class T>
 void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
                    const T* dout, int64_t lddo, const T* w, const uint8_t* keep, T* dq, int64_t lddq, T* dk,
                    int64_t lddk, T* dv, int64_t lddv, T* scratch) {
-  const Geometry<T> g(p);
-  const int64_t L = p.L, S = p.S, Sp = g.Sp, E = p.E, Ev = p.Ev, Ep = g.Ep, Evp = g.Evp;
+  constexpr int64_t W = kW<T>;
+  const Blocks<T> bl(p);
   const bool want_s = dq || dk, dropped = keep && dv;  // dv needs W' materialised
-  T* vt = scratch;                                     // v^T slivers (Ev, kNR)
-  T* kp = vt + Sp * Ev;                                // k rows (S, Ep)
-  T* qp = kp + S * Ep;                                 // q rows (L, Ep)
-  T* dop = qp + L * Ep;                                // dO rows (L, Evp)
-  T* ds = dop + L * Evp;                               // dW', then dS (L, Sp)
-  T* wd = ds + L * Sp;                                 // W' (L, Sp)
-  if (want_s) pack_transposed_slivers(v, ldv, S, Ev, vt);
-  const auto [kb, ldkb] = dq ? b_rows(k, ldk, S, E, kp) : std::pair<const T*, int64_t>();
-  const auto [qb, ldqb] = dk ? b_rows(q, ldq, L, E, qp) : std::pair<const T*, int64_t>();
-  const auto [dob, lddob] = dv ? b_rows(dout, lddo, L, Ev, dop) : std::pair<const T*, int64_t>();
-  auto vt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vt + j0 * Ev, kNR<T>); };
-  auto kp_at = [kb = kb, ldkb = ldkb](int64_t j0) { return std::pair<const T*, int64_t>(kb + j0, ldkb); };
-  for (int64_t r0 = 0; r0 < L; r0 += p.block) {
-    const int64_t r1 = std::min(r0 + p.block, L);
-    if (want_s)
-      for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // dW' = dO v^T
-        const int64_t mr = std::min(g.tile, r1 - i0);
-        row_panel<T, false>(mr, p.valid(i0 + mr - 1), Ev, dout + i0 * lddo, lddo, vt_at, T(1), ds + i0 * Sp,
-                            Sp, true);
-      }
-    softmax_backward_strip(g, w, keep, want_s ? ds : nullptr, dropped ? wd : nullptr, r0, r1);
-    if (dq)
-      for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // dq = dS k
-        const int64_t mr = std::min(g.tile, r1 - i0);
-        row_panel<T, false>(mr, E, p.valid(i0 + mr - 1), ds + i0 * Sp, Sp, kp_at, T(1), dq + i0 * lddq, lddq,
-                            false);
-      }
+  T* dot = scratch;                                    // dO_block^T (Ev, W)
+  T* ot = dot + round_up(p.Ev, 16) * W;                // a dq^T tile (kLaneTile, W)
+  T* ds = ot + kLaneTile * W;                          // dW'^T, then dS^T, every block
+  T* wd = ds + bl.total();                             // W'^T, every block
+  T* qp = wd + bl.total();                             // q rows (L, Ep)
+  T* dop = qp + p.L * round_up(p.E, W);                // dO rows (L, Evp)
+  for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
+    const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
+    if (want_s) {  // dW'^T = v dO^T
+      pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
+      rows_product(n, p.Ev, v, ldv, dot, T(1), ds + off);
+    }
+    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
+    softmax_backward_lanes(p, n, w + off, keep ? &kl : nullptr, want_s ? ds + off : nullptr,
+                           dropped ? wd + off : nullptr);
+    if (dq) lanes_product(p.E, n, k, ldk, ds + off, ot, rows, dq + i0 * lddq, lddq);  // dq = dS k
+    off += n * W;
   }
-  // dk = dS^T q, dv = W'^T dO, by tiles of columns [j0, j0 + mr): rows i < j0 see none of them
-  const T* wv = dropped ? wd : w;
-  for (int64_t j0 = 0; j0 < S; j0 += g.tile) {
-    const int64_t mr = std::min(g.tile, S - j0), i0 = p.causal ? std::min(j0, L) : 0;
-    auto qp_at = [qb = qb, ldqb = ldqb, i0](int64_t e0) {
-      return std::pair<const T*, int64_t>(qb + i0 * ldqb + e0, ldqb);
-    };
-    auto dop_at = [dob = dob, lddob = lddob, i0](int64_t e0) {
-      return std::pair<const T*, int64_t>(dob + i0 * lddob + e0, lddob);
-    };
-    if (dk)
-      row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
-    if (dv)
-      row_panel<T, true>(mr, Ev, L - i0, wv + i0 * Sp + j0, Sp, dop_at, T(1), dv + j0 * lddv, lddv, false);
+  if (dk) {  // dk = dS^T q
+    const auto [qb, ldqb] = b_rows(q, ldq, p.L, p.E, qp);
+    keys_product(bl, ds, qb, ldqb, p.E, dk, lddk);
+  }
+  if (dv) {  // dv = W'^T dO
+    const auto [dob, lddob] = b_rows(dout, lddo, p.L, p.Ev, dop);
+    keys_product(bl, dropped ? wd : w, dob, lddob, p.Ev, dv, lddv);
   }
 }
 
