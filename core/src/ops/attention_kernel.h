@@ -255,13 +255,31 @@ void unpack_lanes(const T* yt, int64_t rows, int64_t m, T* y, int64_t ldy) {
     for (int64_t e = e0; e < m; ++e) y[l * ldy + e] = yt[e * W + l];
 }
 
-// st (n, W) = alpha * x (n rows of m values, row stride ldx) @ yt (m, W): a block's scores^T or
-// dW'^T, by tiles of kLaneTile keys
+// xt (m, n), row stride ldt = the transpose of the rows x (n rows of m values, row stride ldx):
+// k^T or v^T, once per matrix
 template <class T>
-void rows_product(int64_t n, int64_t m, const T* x, int64_t ldx, const T* yt, T alpha, T* st) {
+void pack_transposed(const T* x, int64_t ldx, int64_t n, int64_t m, T* xt, int64_t ldt) {
+  int64_t jb = 0, eb = 0;  // rows below jb and columns below eb done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float>) {
+    jb = n / 16 * 16;
+    eb = m / 16 * 16;
+    for (int64_t j = 0; j < jb; j += 16)
+      for (int64_t e = 0; e < eb; e += 16)
+        gemm_kernel::transpose_16x16(x + j * ldx + e, ldx, xt + e * ldt + j, ldt);
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t e = j < jb ? eb : 0; e < m; ++e) xt[e * ldt + j] = x[j * ldx + e];
+}
+
+// st (n, W) = alpha * xt^T (n, m) @ yt (m, W) for xt (m, n) with row stride ldt: a block's
+// scores^T or dW'^T, by tiles of kLaneTile keys
+template <class T>
+void rows_product(int64_t n, int64_t m, const T* xt, int64_t ldt, const T* yt, T alpha, T* st) {
   for (int64_t j0 = 0; j0 < n; j0 += kLaneTile)
-    micro_tile_rows<T, 1, false, kLaneTile>(std::min(kLaneTile, n - j0), m, x + j0 * ldx, ldx, yt, kW<T>,
-                                            alpha, st + j0 * kW<T>, kW<T>);
+    micro_tile_rows<T, 1, true, kLaneTile>(std::min(kLaneTile, n - j0), m, xt + j0, ldt, yt, kW<T>, alpha,
+                                           st + j0 * kW<T>, kW<T>);
 }
 
 // y (rows, m) = (a^T (m, kc) @ bt (kc, W))^T for the rows a (kc rows of m values, row stride
@@ -369,18 +387,33 @@ void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLane
   constexpr int64_t W = kW<T>;
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t diag = p.causal ? i0 + 1 : n;  // keys from here on: lanes l < j - i0 masked
-  V<T> mx(ninf), sum(T(0));
-  for (int64_t j = 0; j < n; ++j) {
-    const V<T> s = V<T>::load_unaligned(st + j * W);
-    mx = xsimd::max(mx, j < diag ? s : xsimd::select(lanes_below<T>(j - i0), V<T>(ninf), s));
+  auto score = [&](int64_t j) {                // masked lanes -inf
+    const V<T> x = V<T>::load_unaligned(st + j * W);
+    return j < diag ? x : xsimd::select(lanes_below<T>(j - i0), V<T>(ninf), x);
+  };
+  V<T> m0(ninf), m1(ninf), m2(ninf), m3(ninf);  // the max, in four chains
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    m0 = xsimd::max(m0, score(j));
+    m1 = xsimd::max(m1, score(j + 1));
+    m2 = xsimd::max(m2, score(j + 2));
+    m3 = xsimd::max(m3, score(j + 3));
   }
-  for (int64_t j = 0; j < n; ++j) {  // e = exp(s - max), zeros where masked
+  for (; j < n; ++j) m0 = xsimd::max(m0, score(j));
+  const V<T> mx = xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3));
+  auto exp_at = [&](int64_t j) {  // e = exp(s - max) stored, zeros where masked
     V<T> e = exp_batch<T>(V<T>::load_unaligned(st + j * W) - mx);
     if (j >= diag) e = xsimd::select(lanes_below<T>(j - i0), V<T>(T(0)), e);
-    sum += e;
     e.store_unaligned(st + j * W);
+    return e;
+  };
+  V<T> s0(T(0)), s1(T(0));  // the sum, in two chains
+  for (j = 0; j + 2 <= n; j += 2) {
+    s0 += exp_at(j);
+    s1 += exp_at(j + 1);
   }
-  const V<T> inv = V<T>(T(1)) / sum;
+  if (j < n) s0 += exp_at(j);
+  const V<T> inv = V<T>(T(1)) / (s0 + s1);
   if (!keep) {
     for (int64_t j = 0; j < n; ++j) (V<T>::load_unaligned(st + j * W) * inv).store_unaligned(st + j * W);
     return;
@@ -404,29 +437,43 @@ void softmax_backward_lanes(const Params& p, int64_t n, const T* w, const KeepLa
   constexpr int64_t W = kW<T>;
   const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0)), vscale(static_cast<T>(p.scale));
   uint32_t m[4] = {};
-  V<T> s(T(0));  // rowsum(dW * W), dW = dW' * mask / (1 - p)
-  if (ds)
-    for (int64_t j = 0; j < n; ++j) {
-      if (keep && j % 4 == 0) keep->get4(j, m);
-      V<T> d = V<T>::load_unaligned(ds + j * W);
-      if (keep) d = d * KeepLanes<T>::factors(m[j % 4], vks);
-      s = xsimd::fma(d, V<T>::load_unaligned(w + j * W), s);
-    }
-  for (int64_t j = 0; j < n; ++j) {  // dS = W * (dW - rowsum) * scale; W' = W * mask / (1 - p)
-    if (keep && j % 4 == 0) keep->get4(j, m);
+  // dW = dW' * mask / (1 - p) in place, W' = W * mask / (1 - p); returns dW * W
+  auto step = [&](int64_t j, int64_t t) {
     const V<T> x = V<T>::load_unaligned(w + j * W);
-    const V<T> kf = keep ? KeepLanes<T>::factors(m[j % 4], vks) : V<T>(T(1));
-    if (ds) (x * (V<T>::load_unaligned(ds + j * W) * kf - s) * vscale).store_unaligned(ds + j * W);
+    const V<T> kf = keep ? KeepLanes<T>::factors(m[t], vks) : V<T>(T(1));
     if (wd) (x * kf).store_unaligned(wd + j * W);
+    if (!ds) return x;
+    V<T> d = V<T>::load_unaligned(ds + j * W);
+    if (keep) {
+      d = d * kf;
+      d.store_unaligned(ds + j * W);
+    }
+    return d * x;
+  };
+  V<T> s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));  // rowsum(dW * W), in four chains
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    if (keep) keep->get4(j, m);
+    s0 += step(j, 0);
+    s1 += step(j + 1, 1);
+    s2 += step(j + 2, 2);
+    s3 += step(j + 3, 3);
   }
+  if (j < n && keep) keep->get4(j, m);
+  for (int64_t t = 0; j < n; ++j, ++t) s0 += step(j, t);
+  if (!ds) return;
+  const V<T> r = (s0 + s1) + (s2 + s3);
+  for (int64_t j = 0; j < n; ++j)  // dS = W * (dW - rowsum) * scale
+    (V<T>::load_unaligned(w + j * W) * (V<T>::load_unaligned(ds + j * W) - r) * vscale)
+        .store_unaligned(ds + j * W);
 }
 
 // ---- one matrix, forward and backward
 
-// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile.
+// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile, k^T.
 template <class T>
 int64_t forward_scratch(const Params& p) {
-  return (round_up(p.E, 16) + 2 * round_up(p.S, 16) + kLaneTile) * kW<T>;
+  return (round_up(p.E, 16) + 2 * round_up(p.S, 16) + kLaneTile) * kW<T> + p.E * round_up(p.S, 16);
 }
 
 // out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
@@ -441,11 +488,14 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
   T* st = qt + round_up(p.E, 16) * W;  // scores^T, then W^T (n, W), when w is null
   T* wd = st + round_up(p.S, 16) * W;  // W'^T (n, W) when dropping
   T* ot = wd + round_up(p.S, 16) * W;  // an out^T tile (kLaneTile, W)
+  T* kt = ot + kLaneTile * W;          // k^T (E, Sq)
+  const int64_t Sq = round_up(p.S, 16);
+  pack_transposed(k, ldk, p.S, p.E, kt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
     const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
     T* sb = w ? w + off : st;
     pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
-    rows_product(n, p.E, k, ldk, qt, static_cast<T>(p.scale), sb);  // scores^T = scale * k q^T
+    rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);  // scores^T = scale * k q^T
     const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
     softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd);
     lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);  // out = W' v
@@ -454,12 +504,12 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
 }
 
 // Scratch backward_head needs: dO_block^T, a dq^T tile, dS^T and W'^T of every block, q and dO
-// rows padded to whole vectors.
+// rows padded to whole vectors, v^T.
 template <class T>
 int64_t backward_scratch(const Params& p) {
   const Blocks<T> bl(p);
   return (round_up(p.Ev, 16) + kLaneTile) * kW<T> + 2 * bl.total() + p.L * round_up(p.E, kW<T>) +
-         p.L * round_up(p.Ev, kW<T>);
+         p.L * round_up(p.Ev, kW<T>) + p.Ev * round_up(p.S, 16);
 }
 
 // The gradients of one matrix (dq, dk, dv null when not wanted; q, k, v null when not needed:
@@ -478,11 +528,14 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   T* wd = ds + bl.total();                             // W'^T, every block
   T* qp = wd + bl.total();                             // q rows (L, Ep)
   T* dop = qp + p.L * round_up(p.E, W);                // dO rows (L, Evp)
+  T* vt = dop + p.L * round_up(p.Ev, W);               // v^T (Ev, Sq)
+  const int64_t Sq = round_up(p.S, 16);
+  if (want_s) pack_transposed(v, ldv, p.S, p.Ev, vt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
     const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
     if (want_s) {  // dW'^T = v dO^T
       pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
-      rows_product(n, p.Ev, v, ldv, dot, T(1), ds + off);
+      rows_product(n, p.Ev, vt, Sq, dot, T(1), ds + off);
     }
     const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
     softmax_backward_lanes(p, n, w + off, keep ? &kl : nullptr, want_s ? ds + off : nullptr,
