@@ -9,11 +9,11 @@
 // the causal triangle's upper half skipped), the matrices split over xgrad's threads (each on
 // one thread, so the same bits at any thread count):
 // - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
-//   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them), kept as
-//   one byte per weight;
+//   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them) into one
+//   byte per weight;
 // - saved for backward: the softmax output W (the causal part only, in the kernel's layout) and
-//   that byte mask, nothing else the composed chain kept (scores, the float noise, the dropped
-//   weights);
+//   that mask as the kernel reads it (one bit a weight it computes), nothing else the composed
+//   chain kept (scores, the float noise, the dropped weights);
 // - q, k, v are read in place whenever their last dim has unit stride (the MHA's
 //   view(b, T, H, D).transpose(1, 2) views: row stride H*D); the output is written into a
 //   (B, L, H, Ev) buffer and returned as its (B, H, L, Ev) view, so the MHA's
@@ -245,6 +245,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     }
   };
   Tensor weights;  // W: the softmax output, per matrix in the kernel's block layout (Blocks)
+  Tensor lanes;    // the dropout mask as the backward reads it (lane masks, lane_mask_bytes a matrix)
 
   const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
   kernels::dispatch_float(dt, kOp, [&](auto tag) {
@@ -252,6 +253,9 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
     const int64_t wsize = attention_kernel::Blocks<T>(P).total();  // one matrix's W
     if (need_grad) weights = empty({nb * wsize}, dt);
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
+    const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
+    if (need_grad && bytes) lanes = empty({nb * lsize}, kBool);
+    auto* pl = lanes.defined() ? static_cast<uint8_t*>(lanes.raw_data_ptr()) : nullptr;
     // per matrix: out = drop(softmax(q @ k^T * scale, causal)) @ v, W kept for the backward
     for_each_matrix(nb, [&](auto&& each) {
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
@@ -260,7 +264,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
         attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
                                           matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
                                           pw ? pw + b * wsize : nullptr, bytes ? bytes + b * LS : nullptr,
-                                          work.get());
+                                          pl ? pl + b * lsize : nullptr, work.get());
       });
     });
   });
@@ -273,7 +277,7 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   return record("ScaledDotProductAttentionBackward0", out, {query, key, value},
                 [sq = key.requires_grad() ? save(q) : SavedTensor(),
                  sk = query.requires_grad() ? save(k) : SavedTensor(),
-                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, keep,
+                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes,
                  P, nb, dt, shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
                  layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
                                                                                         Grads& grads) {
@@ -287,20 +291,20 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                   const Tensor v = sv.defined() ? sv.get() : Tensor();
                   const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
                                 odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
-                  const int64_t LS = P.L * P.S;
                   kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
                     using T = decltype(tag);
                     const int64_t wsize = attention_kernel::Blocks<T>(P).total();
                     const T* pw = weights.data_ptr<T>();
-                    const auto* pkeep =
-                        keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
+                    const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
+                    const auto* pl =
+                        lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
                     for_each_matrix(nb, [&](auto&& each) {
                       auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
                       each([&](int64_t b) {
                         attention_kernel::backward_head<T>(
                             P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b),
                             ov.ld, matrix<T>(dout, odo, b), odo.ld, pw + b * wsize,
-                            pkeep ? pkeep + b * LS : nullptr, matrix<T>(d[0], odq, b), odq.ld,
+                            pl ? pl + b * lsize : nullptr, matrix<T>(d[0], odq, b), odq.ld,
                             matrix<T>(d[1], odk, b), odk.ld, matrix<T>(d[2], odv, b), odv.ld, work.get());
                       });
                     });

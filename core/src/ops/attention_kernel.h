@@ -168,13 +168,17 @@ inline auto lanes_below(int64_t k) {
   return V<T>::load_aligned(kIota) < V<T>(static_cast<T>(std::min<int64_t>(k, 16)));
 }
 
-// The dropout mask of one block, as lane masks: bit l of a key's mask is keep[l * S + j].
+// The dropout mask of one block as lane masks: bit l of key j's mask is keep[l * S + j], row
+// i0 + l's byte. Read from the (L, S) byte mask by gathers (and then optionally saved, two bytes
+// a key, for the backward) or from such saved masks.
 template <class T>
 class KeepLanes {
  public:
   // keep: the block's first row of the mask (row stride S); rows: its rows (lanes past them
   // repeat the last row's bits). Reads up to 3 bytes past the last row's S (keep_padding).
-  KeepLanes(const uint8_t* keep, int64_t S, int64_t rows) : keep_(keep), S_(S), rows_(rows) {
+  // save: null, or where the masks of keys 0, 1, ... go (up to 3 past the block's last key).
+  KeepLanes(const uint8_t* keep, int64_t S, int64_t rows, uint8_t* save = nullptr)
+      : keep_(keep), save_(save), S_(S), rows_(rows) {
 #if XSIMD_WITH_AVX512F
     if constexpr (kW<T> == 16) {
       const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -183,19 +187,24 @@ class KeepLanes {
     }
 #endif
   }
+  // the masks a forward saved (two bytes a key, from the block's key 0)
+  static KeepLanes saved(const uint8_t* masks) {
+    KeepLanes k(nullptr, 0, 1);
+    k.saved_ = masks;
+    return k;
+  }
   // the masks of keys j .. j + 3
   void get4(int64_t j, uint32_t m[4]) const {
-#if XSIMD_WITH_AVX512F
-    if constexpr (kW<T> == 16) {  // one gather: 4 bytes (keys j .. j + 3) of every row
-      const __m512i g = _mm512_i32gather_epi32(rowoff_, keep_ + j, 1);
-      for (int t = 0; t < 4; ++t) m[t] = _mm512_test_epi32_mask(g, _mm512_set1_epi32(0xFF << (8 * t)));
+    uint16_t h[4];
+    if (saved_) {
+      std::memcpy(h, saved_ + 2 * j, sizeof(h));
+      for (int t = 0; t < 4; ++t) m[t] = h[t];
       return;
     }
-#endif
-    for (int t = 0; t < 4; ++t) {
-      m[t] = 0;
-      for (int64_t l = 0; l < kW<T>; ++l)
-        m[t] |= static_cast<uint32_t>(keep_[std::min(l, rows_ - 1) * S_ + j + t] != 0) << l;
+    gather4(j, m);
+    if (save_) {
+      for (int t = 0; t < 4; ++t) h[t] = static_cast<uint16_t>(m[t]);
+      std::memcpy(save_ + 2 * j, h, sizeof(h));
     }
   }
   // keep_scale where the mask m has a lane's bit, else 0 (dropout()'s mask / (1 - p))
@@ -212,12 +221,36 @@ class KeepLanes {
   }
 
  private:
+  void gather4(int64_t j, uint32_t m[4]) const {
+#if XSIMD_WITH_AVX512F
+    if constexpr (kW<T> == 16) {  // one gather: 4 bytes (keys j .. j + 3) of every row
+      const __m512i g = _mm512_i32gather_epi32(rowoff_, keep_ + j, 1);
+      for (int t = 0; t < 4; ++t) m[t] = _mm512_test_epi32_mask(g, _mm512_set1_epi32(0xFF << (8 * t)));
+      return;
+    }
+#endif
+    for (int t = 0; t < 4; ++t) {
+      m[t] = 0;
+      for (int64_t l = 0; l < kW<T>; ++l)
+        m[t] |= static_cast<uint32_t>(keep_[std::min(l, rows_ - 1) * S_ + j + t] != 0) << l;
+    }
+  }
+
   const uint8_t* keep_;
+  uint8_t* save_;
+  const uint8_t* saved_ = nullptr;
   int64_t S_, rows_;
 #if XSIMD_WITH_AVX512F
   __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S
 #endif
 };
+
+// Bytes of the lane masks a forward saves per matrix (Blocks::total() / W keys, 2 bytes each,
+// and the last get4's overrun).
+template <class T>
+int64_t lane_mask_bytes(const Params& p) {
+  return 2 * (Blocks<T>(p).total() / kW<T> + 4);
+}
 
 // exp of a batch: exp_clamped for float (callers zero the masked lanes), xsimd's for double
 template <class T>
@@ -478,10 +511,11 @@ int64_t forward_scratch(const Params& p) {
 
 // out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
 // elements receiving W (the backward's); keep: the matrix's dropout mask (L, S) bytes, or
-// null; scratch: forward_scratch.
+// null; lanes: null, or lane_mask_bytes receiving keep as the backward reads it; scratch:
+// forward_scratch.
 template <class T>
 void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
-                  T* out, int64_t ldo, T* w, const uint8_t* keep, T* scratch) {
+                  T* out, int64_t ldo, T* w, const uint8_t* keep, uint8_t* lanes, T* scratch) {
   constexpr int64_t W = kW<T>;
   const Blocks<T> bl(p);
   T* qt = scratch;                     // q_block^T (E, W)
@@ -496,7 +530,7 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
     T* sb = w ? w + off : st;
     pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
     rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);  // scores^T = scale * k q^T
-    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
+    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows, lanes ? lanes + 2 * off / W : nullptr);
     softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd);
     lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);  // out = W' v
     off += n * W;
@@ -513,22 +547,22 @@ int64_t backward_scratch(const Params& p) {
 }
 
 // The gradients of one matrix (dq, dk, dv null when not wanted; q, k, v null when not needed:
-// k for dq, q for dk, v for dq and dk); w: the forward's W (Blocks layout). See the top of the
-// file for the formulas.
+// k for dq, q for dk, v for dq and dk); w: the forward's W (Blocks layout), lanes: its dropout
+// lane masks (null: no dropout). See the top of the file for the formulas.
 template <class T>
 void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
-                   const T* dout, int64_t lddo, const T* w, const uint8_t* keep, T* dq, int64_t lddq, T* dk,
+                   const T* dout, int64_t lddo, const T* w, const uint8_t* lanes, T* dq, int64_t lddq, T* dk,
                    int64_t lddk, T* dv, int64_t lddv, T* scratch) {
   constexpr int64_t W = kW<T>;
   const Blocks<T> bl(p);
-  const bool want_s = dq || dk, dropped = keep && dv;  // dv needs W' materialised
-  T* dot = scratch;                                    // dO_block^T (Ev, W)
-  T* ot = dot + round_up(p.Ev, 16) * W;                // a dq^T tile (kLaneTile, W)
-  T* ds = ot + kLaneTile * W;                          // dW'^T, then dS^T, every block
-  T* wd = ds + bl.total();                             // W'^T, every block
-  T* qp = wd + bl.total();                             // q rows (L, Ep)
-  T* dop = qp + p.L * round_up(p.E, W);                // dO rows (L, Evp)
-  T* vt = dop + p.L * round_up(p.Ev, W);               // v^T (Ev, Sq)
+  const bool want_s = dq || dk, dropped = lanes && dv;  // dv needs W' materialised
+  T* dot = scratch;                                     // dO_block^T (Ev, W)
+  T* ot = dot + round_up(p.Ev, 16) * W;                 // a dq^T tile (kLaneTile, W)
+  T* ds = ot + kLaneTile * W;                           // dW'^T, then dS^T, every block
+  T* wd = ds + bl.total();                              // W'^T, every block
+  T* qp = wd + bl.total();                              // q rows (L, Ep)
+  T* dop = qp + p.L * round_up(p.E, W);                 // dO rows (L, Evp)
+  T* vt = dop + p.L * round_up(p.Ev, W);                // v^T (Ev, Sq)
   const int64_t Sq = round_up(p.S, 16);
   if (want_s) pack_transposed(v, ldv, p.S, p.Ev, vt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
@@ -537,8 +571,8 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
       pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
       rows_product(n, p.Ev, vt, Sq, dot, T(1), ds + off);
     }
-    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows);
-    softmax_backward_lanes(p, n, w + off, keep ? &kl : nullptr, want_s ? ds + off : nullptr,
+    const KeepLanes<T> kl = KeepLanes<T>::saved(lanes ? lanes + 2 * off / W : nullptr);
+    softmax_backward_lanes(p, n, w + off, lanes ? &kl : nullptr, want_s ? ds + off : nullptr,
                            dropped ? wd + off : nullptr);
     if (dq) lanes_product(p.E, n, k, ldk, ds + off, ot, rows, dq + i0 * lddq, lddq);  // dq = dS k
     off += n * W;
