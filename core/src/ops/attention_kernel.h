@@ -55,6 +55,11 @@ inline constexpr int64_t kLaneTile = 16;  // accumulators of a product tile (of 
 inline constexpr int64_t kMR = 6;
 inline constexpr int64_t kLaneTile = 8;  // of 16
 #endif
+#if XSIMD_WITH_AVX512F
+inline constexpr int64_t kRowAcc = 24;  // accumulators of a rows_form tile
+#else
+inline constexpr int64_t kRowAcc = 12;
+#endif
 inline constexpr int64_t kDefaultBlock = 16;  // query rows per block (at most W are used)
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -304,6 +309,7 @@ void pack_transposed(const T* x, int64_t ldx, int64_t n, int64_t m, T* xt, int64
 #endif
   for (int64_t j = 0; j < n; ++j)
     for (int64_t e = j < jb ? eb : 0; e < m; ++e) xt[e * ldt + j] = x[j * ldx + e];
+  for (int64_t e = 0; e < m; ++e) std::fill(xt + e * ldt + n, xt + (e + 1) * ldt, T(0));
 }
 
 // st (n, W) = alpha * xt^T (n, m) @ yt (m, W) for xt (m, n) with row stride ldt: a block's
@@ -326,6 +332,45 @@ void lanes_product(int64_t m, int64_t kc, const T* a, int64_t lda, const T* bt, 
     micro_tile_rows<T, 1, true, kLaneTile>(mr, kc, a + e0, lda, bt, kW<T>, T(1), ct, kW<T>);
     unpack_lanes(ct, rows, mr, y + e0, ldy);
   }
+}
+
+// C (rows, n) = alpha * A (rows, kc) @ B (kc, n): A(r, k) at a[k * lda + r] when TA, else
+// a[r * lda + k]; B's row k at b + k * ldb, read in whole vectors (to n rounded up to W); C's
+// row r at c + r * ldc, written in whole vectors. By tiles of NV = 4, 2 or 1 vectors of columns
+// (as many as the columns fill) and kRowAcc / NV rows: a block's scores or dW' in rows, its out
+// or dq rows.
+template <class T, bool TA>
+void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
+               T* c, int64_t ldc) {
+  constexpr int64_t W = kW<T>, R4 = kRowAcc / 4, R2 = kRowAcc / 2, R1 = std::min<int64_t>(kRowAcc, 16);
+  for (int64_t j0 = 0; j0 < n;) {
+    const int64_t left = (n - j0 + W - 1) / W;  // vectors
+    const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = nv == 4 ? R4 : nv == 2 ? R2 : R1;
+    for (int64_t r0 = 0; r0 < rows; r0 += mr_max) {
+      const int64_t mr = std::min(mr_max, rows - r0);
+      const T* ar = a + (TA ? r0 : r0 * lda);
+      T* cr = c + r0 * ldc + j0;
+      if (nv == 4) micro_tile_rows<T, 4, TA, R4>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
+      else if (nv == 2) micro_tile_rows<T, 2, TA, R2>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
+      else micro_tile_rows<T, 1, TA, R1>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
+    }
+    j0 += nv * W;
+  }
+}
+
+// st (n, W) = the rows x (rows of n values, row stride ldx) in lanes: st[j * W + l] = x[l * ldx + j],
+// zero lanes past rows
+template <class T>
+void lanes_from_rows(const T* x, int64_t ldx, int64_t rows, int64_t n, T* st) {
+  constexpr int64_t W = kW<T>;
+  int64_t j0 = 0;  // keys below j0 done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; j0 + 16 <= n; j0 += 16) gemm_kernel::transpose_16x16(x + j0, ldx, st + j0 * W, W);
+#endif
+  for (int64_t j = j0; j < n; ++j)
+    for (int64_t l = 0; l < W; ++l) st[j * W + l] = l < rows ? x[l * ldx + j] : T(0);
 }
 
 // C (MR x NV W) = sum over the blocks b >= b0 and their rows l < rows(b) of
@@ -506,7 +551,7 @@ void softmax_backward_lanes(const Params& p, int64_t n, const T* w, const KeepLa
 // Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile, k^T.
 template <class T>
 int64_t forward_scratch(const Params& p) {
-  return (round_up(p.E, 16) + 2 * round_up(p.S, 16) + kLaneTile) * kW<T> + p.E * round_up(p.S, 16);
+  return (round_up(p.E, 16) + 3 * round_up(p.S, 16) + kLaneTile) * kW<T> + p.E * round_up(p.S, 16);
 }
 
 // out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
@@ -522,17 +567,25 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
   T* st = qt + round_up(p.E, 16) * W;  // scores^T, then W^T (n, W), when w is null
   T* wd = st + round_up(p.S, 16) * W;  // W'^T (n, W) when dropping
   T* ot = wd + round_up(p.S, 16) * W;  // an out^T tile (kLaneTile, W)
-  T* kt = ot + kLaneTile * W;          // k^T (E, Sq)
   const int64_t Sq = round_up(p.S, 16);
+  T* kt = ot + kLaneTile * W;  // k^T (E, Sq)
+  T* sr = kt + p.E * Sq;       // the block's scores in rows (W, Sq)
   pack_transposed(k, ldk, p.S, p.E, kt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
     const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
     T* sb = w ? w + off : st;
-    pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
-    rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);  // scores^T = scale * k q^T
+    if (p.E >= 2 * W) {  // scores^T = scale * k q^T
+      rows_form<T, false>(rows, n, p.E, q + i0 * ldq, ldq, kt, Sq, static_cast<T>(p.scale), sr, Sq);
+      lanes_from_rows(sr, Sq, rows, n, sb);
+    } else {
+      pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
+      rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);
+    }
     const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows, lanes ? lanes + 2 * off / W : nullptr);
     softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd);
-    lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);  // out = W' v
+    if (p.Ev % W == 0)  // out = W' v
+      rows_form<T, true>(rows, p.Ev, n, keep ? wd : sb, W, v, ldv, T(1), out + i0 * ldo, ldo);
+    else lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);
     off += n * W;
   }
 }
@@ -542,8 +595,8 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
 template <class T>
 int64_t backward_scratch(const Params& p) {
   const Blocks<T> bl(p);
-  return (round_up(p.Ev, 16) + kLaneTile) * kW<T> + 2 * bl.total() + p.L * round_up(p.E, kW<T>) +
-         p.L * round_up(p.Ev, kW<T>) + p.Ev * round_up(p.S, 16);
+  return (round_up(p.Ev, 16) + kLaneTile + round_up(p.S, 16)) * kW<T> + 2 * bl.total() +
+         p.L * round_up(p.E, kW<T>) + p.L * round_up(p.Ev, kW<T>) + p.Ev * round_up(p.S, 16);
 }
 
 // The gradients of one matrix (dq, dk, dv null when not wanted; q, k, v null when not needed:
@@ -564,17 +617,25 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
   T* dop = qp + p.L * round_up(p.E, W);                 // dO rows (L, Evp)
   T* vt = dop + p.L * round_up(p.Ev, W);                // v^T (Ev, Sq)
   const int64_t Sq = round_up(p.S, 16);
+  T* sr = vt + p.Ev * Sq;  // the block's dW' in rows (W, Sq)
   if (want_s) pack_transposed(v, ldv, p.S, p.Ev, vt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
     const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
     if (want_s) {  // dW'^T = v dO^T
-      pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
-      rows_product(n, p.Ev, vt, Sq, dot, T(1), ds + off);
+      if (p.Ev >= 2 * W) {
+        rows_form<T, false>(rows, n, p.Ev, dout + i0 * lddo, lddo, vt, Sq, T(1), sr, Sq);
+        lanes_from_rows(sr, Sq, rows, n, ds + off);
+      } else {
+        pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
+        rows_product(n, p.Ev, vt, Sq, dot, T(1), ds + off);
+      }
     }
     const KeepLanes<T> kl = KeepLanes<T>::saved(lanes ? lanes + 2 * off / W : nullptr);
     softmax_backward_lanes(p, n, w + off, lanes ? &kl : nullptr, want_s ? ds + off : nullptr,
                            dropped ? wd + off : nullptr);
-    if (dq) lanes_product(p.E, n, k, ldk, ds + off, ot, rows, dq + i0 * lddq, lddq);  // dq = dS k
+    if (dq && p.E % W == 0)  // dq = dS k
+      rows_form<T, true>(rows, p.E, n, ds + off, W, k, ldk, T(1), dq + i0 * lddq, lddq);
+    else if (dq) lanes_product(p.E, n, k, ldk, ds + off, ot, rows, dq + i0 * lddq, lddq);
     off += n * W;
   }
   if (dk) {  // dk = dS^T q
