@@ -78,6 +78,11 @@ std::vector<Case> cases() {
       {{2, 3, 37, 8}, {2, 3, 50, 8}, {2, 3, 50, 5}, false, false},      // L != S
       {{2, 3, 50, 8}, {2, 3, 37, 8}, {2, 3, 37, 5}, true, false},       // causal, L > S
       {{1, 2, 37, 8}, {1, 2, 150, 8}, {1, 2, 150, 6}, true, false},     // causal, L < S
+      // head dims of whole vectors (scores in rows, out and dq rows written straight), a ragged
+      // last block of 2 rows, keys not a multiple of the vector
+      {{2, 2, 50, 32}, {2, 2, 50, 32}, {2, 2, 50, 48}, true, true},
+      {{1, 3, 45, 48}, {1, 3, 70, 48}, {1, 3, 70, 32}, true, false},  // causal, L < S
+      {{1, 2, 33, 24}, {1, 2, 20, 24}, {1, 2, 20, 40}, false, false},
   };
 }
 

@@ -421,7 +421,7 @@ inline void blocks_tile_rows(int64_t mr, const Blocks<T>& bl, int64_t b0, const 
 
 // Rows [j0, j1) of C (S, m) = A^T B for the per-block arrays a (dS^T or W'^T) and the rows
 // bm (q or dO, padded to whole vectors, row stride ldb), from block b0 on: by tiles of
-// kLaneTile / NV keys and NV vectors of columns (through a local tile where C's row ends
+// kRowAcc / NV keys and NV vectors of columns (through a local tile where C's row ends
 // inside a vector).
 template <class T>
 void blocks_product(const Blocks<T>& bl, int64_t j0, int64_t j1, int64_t b0, const T* a, const T* bm,
@@ -429,17 +429,17 @@ void blocks_product(const Blocks<T>& bl, int64_t j0, int64_t j1, int64_t b0, con
   constexpr int64_t W = kW<T>;
   for (int64_t e0 = 0; e0 < m;) {
     const int64_t left = (m - e0 + W - 1) / W;  // vectors
-    const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = kLaneTile / nv;
+    const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = std::min<int64_t>(kRowAcc / nv, 16);
     const bool direct = e0 + nv * W <= m;
     for (int64_t jt = j0; jt < j1; jt += mr_max) {
       const int64_t mr = std::min(mr_max, j1 - jt);
-      alignas(64) T tmp[kLaneTile * W];
+      alignas(64) T tmp[kRowAcc * W];
       T* cc = direct ? c + jt * ldc + e0 : tmp;
       const int64_t ldcc = direct ? ldc : nv * W;
       const T* at = a + jt * W;
-      if (nv == 4) blocks_tile_rows<T, 4, kLaneTile / 4>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
-      else if (nv == 2) blocks_tile_rows<T, 2, kLaneTile / 2>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
-      else blocks_tile_rows<T, 1, kLaneTile>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      if (nv == 4) blocks_tile_rows<T, 4, kRowAcc / 4>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      else if (nv == 2) blocks_tile_rows<T, 2, kRowAcc / 2>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
+      else blocks_tile_rows<T, 1, std::min<int64_t>(kRowAcc, 16)>(mr, bl, b0, at, bm + e0, ldb, cc, ldcc);
       if (!direct)
         for (int64_t r = 0; r < mr; ++r)
           std::copy(tmp + r * ldcc, tmp + r * ldcc + (m - e0), c + (jt + r) * ldc + e0);
