@@ -13,14 +13,15 @@
 // sees keys j < n(i) = min(i + 1, S)). So the softmax and its backward run down the columns,
 // lane-wise, with no horizontal reduction; only the block's diagonal (keys past its first row)
 // needs a lane mask; and the products are register tiles (`micro_tile`: per k, NV vectors of a
-// B row loaded, MR values of A broadcast) over those (n, W) rows:
-//   scores^T (n, W) = scale * k (n, E) @ q_block^T (E, W)      dW'^T = v (n, Ev) @ dO_block^T
-//   out_block^T (Ev, W) = v^T (Ev, n) @ W'^T (n, W)            dq_block^T = k^T @ dS^T
-// with q_block^T, dO_block^T packed per block (16 x 16 register transposes) and the results
-// transposed back into out's and dq's rows. The softmax output W is kept in this layout for the
-// backward (every block's (n, W) array, one after the other: `Blocks`), and the backward keeps
-// dS^T and W'^T so, then runs dk = dS^T q and dv = W'^T dO by tiles of keys over all the blocks
-// that see them.
+// B row loaded, MR values of A broadcast). Per block:
+//   scores (rows, n) = scale * q_block @ k^T  (`rows_form`, then 16 x 16 transposes into lanes;
+//                      head dim < 2 vectors: scores^T = k @ q_block^T straight into lanes)
+//   out_block (rows, Ev) = W'_block @ v       (`rows_form`, A read from the (n, W) array;
+//                      head dim not whole vectors: out^T in lanes, transposed back)
+// and the same for dW' = dO v^T and dq = dS k in the backward, with k^T, v^T packed once per
+// matrix. W is kept in the lane layout for the backward (every block's (n, W) array, one after
+// the other: `Blocks`), and the backward keeps dS^T and W'^T so, then runs dk = dS^T q and
+// dv = W'^T dO by tiles of keys over all the blocks that see them.
 //
 // A masked key (j > i) has W, W', dS exactly zero, so a product that runs over it adds exact
 // zeros; every output element is one FMA chain in k order inside one tile on one thread, so the
