@@ -152,6 +152,25 @@ TEST(ScaledDotProductAttention, NoGradModeAndDefaultScale) {
 // The output is a (B, H, L, Ev) view of a (B, L, H, Ev) buffer, so the MHA's
 // transpose(1, 2).contiguous() copies nothing; the q/k/v gradients of transpose(1, 2) views
 // come back contiguous in (B, T, H, D).
+// The forward that keeps W (and the dropout lane masks) for the backward and the one that keeps
+// nothing (no grad) give the same bits, at the GPT shapes, with and without dropout.
+TEST(ScaledDotProductAttention, NoGradForwardHasTheSameBits) {
+  for (const Shape& s : {Shape{2, 4, 64, 16}, Shape{2, 4, 128, 32}, Shape{1, 2, 70, 48}})
+    for (double p : {0.0, 0.1}) {
+      SCOPED_TRACE(::testing::Message() << shape_str(s) << " p " << p);
+      Generator init(5);
+      Tensor q = randn(s, &init).requires_grad_(), k = randn(s, &init), v = randn(s, &init);
+      Generator g1(9), g2(9);
+      Tensor with_grad = scaled_dot_product_attention(q, k, v, p, true, std::nullopt, &g1);
+      Tensor without;
+      {
+        NoGradGuard ng;
+        without = scaled_dot_product_attention(q, k, v, p, true, std::nullopt, &g2);
+      }
+      expect_close(without, with_grad.detach(), 0, 0, "out");
+    }
+}
+
 TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
   Generator init(6);
   Tensor x = randn({2, 7, 3, 4}, &init).requires_grad_();  // (B, T, H, D)
