@@ -64,6 +64,12 @@ inline constexpr int64_t kRowAcc = 12;
 inline constexpr int64_t kDefaultBlock = 16;  // query rows per block (at most W are used)
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+// rows per tile when n rows go in as few tiles of at most mr_max rows as possible, evened out
+// (16 rows by 12: 8 + 8, not 12 + 4)
+inline int64_t even_tiles(int64_t n, int64_t mr_max) {
+  const int64_t tiles = std::max<int64_t>(1, (n + mr_max - 1) / mr_max);
+  return (n + tiles - 1) / tiles;
+}
 
 // One attention matrix's sizes and options; p == 0: no dropout.
 struct Params {
@@ -347,8 +353,9 @@ void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, con
   for (int64_t j0 = 0; j0 < n;) {
     const int64_t left = (n - j0 + W - 1) / W;  // vectors
     const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = nv == 4 ? R4 : nv == 2 ? R2 : R1;
-    for (int64_t r0 = 0; r0 < rows; r0 += mr_max) {
-      const int64_t mr = std::min(mr_max, rows - r0);
+    const int64_t step = even_tiles(rows, mr_max);
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+      const int64_t mr = std::min(step, rows - r0);
       const T* ar = a + (TA ? r0 : r0 * lda);
       T* cr = c + r0 * ldc + j0;
       if (nv == 4) micro_tile_rows<T, 4, TA, R4>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
@@ -432,8 +439,9 @@ void blocks_product(const Blocks<T>& bl, int64_t j0, int64_t j1, int64_t b0, con
     const int64_t left = (m - e0 + W - 1) / W;  // vectors
     const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = std::min<int64_t>(kRowAcc / nv, 16);
     const bool direct = e0 + nv * W <= m;
-    for (int64_t jt = j0; jt < j1; jt += mr_max) {
-      const int64_t mr = std::min(mr_max, j1 - jt);
+    const int64_t step = even_tiles(j1 - j0, mr_max);
+    for (int64_t jt = j0; jt < j1; jt += step) {
+      const int64_t mr = std::min(step, j1 - jt);
       alignas(64) T tmp[kRowAcc * W];
       T* cc = direct ? c + jt * ldc + e0 : tmp;
       const int64_t ldcc = direct ? ldc : nv * W;
