@@ -50,15 +50,10 @@ using V = xsimd::batch<T>;
 template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
 #if XSIMD_WITH_AVX512F
-inline constexpr int64_t kMR = 14;        // micro_tile_rows' default rows
-inline constexpr int64_t kLaneTile = 16;  // accumulators of a product tile (of 32 registers)
+inline constexpr int64_t kLaneTile = 16;  // accumulators of a (keys or columns, W) tile, of 32 registers
+inline constexpr int64_t kRowAcc = 24;    // accumulators of a rows_form tile
 #else
-inline constexpr int64_t kMR = 6;
 inline constexpr int64_t kLaneTile = 8;  // of 16
-#endif
-#if XSIMD_WITH_AVX512F
-inline constexpr int64_t kRowAcc = 24;  // accumulators of a rows_form tile
-#else
 inline constexpr int64_t kRowAcc = 12;
 #endif
 inline constexpr int64_t kDefaultBlock = 16;  // query rows per block (at most W are used)
@@ -138,7 +133,7 @@ inline void micro_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t 
 }
 
 // micro_tile with exactly mr rows (1 <= mr <= R)
-template <class T, int64_t NV, bool TA, int64_t R = kMR>
+template <class T, int64_t NV, bool TA, int64_t R>
 inline void micro_tile_rows(int64_t mr, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
                             T* c, int64_t ldc) {
   if constexpr (R > 1) {
