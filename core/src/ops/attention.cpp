@@ -129,19 +129,21 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
   check_dropout_p(kOp, p);
 }
 
-// Per operand: its matrices' offsets and row stride (empty / 1 when not used).
+// Per operand: its data, its matrices' offsets and row stride (null / empty / 1 when not used),
+// looked up once a call rather than once a matrix.
 struct Operand {
+  void* data = nullptr;
   std::vector<int64_t> off;
   int64_t ld = 1;
 };
 Operand operand(const Tensor& t) {
-  return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{};
+  return t.defined() ? Operand{t.raw_data_ptr(), batch_offsets(t), row_stride(t)} : Operand{};
 }
 
-// Matrix b of operand t, or null when t is not used.
+// Matrix b of operand o (of element type T), or null when it is not used.
 template <class T>
-T* matrix(const Tensor& t, const Operand& o, int64_t b) {
-  return t.defined() ? t.data_ptr<T>() + o.off[static_cast<std::size_t>(b)] : nullptr;
+T* matrix(const Operand& o, int64_t b) {
+  return o.data ? static_cast<T*>(o.data) + o.off[static_cast<std::size_t>(b)] : nullptr;
 }
 
 // Runs every matrix b in [0, nb) on xgrad's threads, each matrix whole on one thread (so its
@@ -261,8 +263,8 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
       each([&](int64_t b) {
         draw_masks_through(b);
-        attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
-                                          matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
+        attention_kernel::forward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld,
+                                          matrix<T>(ov, b), ov.ld, matrix<T>(oo, b), oo.ld,
                                           pw ? pw + b * wsize : nullptr, bytes ? bytes + b * LS : nullptr,
                                           pl ? pl + b * lsize : nullptr, work.get());
       });
@@ -302,10 +304,10 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
                       auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
                       each([&](int64_t b) {
                         attention_kernel::backward_head<T>(
-                            P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b),
-                            ov.ld, matrix<T>(dout, odo, b), odo.ld, pw + b * wsize,
-                            pl ? pl + b * lsize : nullptr, matrix<T>(d[0], odq, b), odq.ld,
-                            matrix<T>(d[1], odk, b), odk.ld, matrix<T>(d[2], odv, b), odv.ld, work.get());
+                            P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b),
+                            ov.ld, matrix<T>(odo, b), odo.ld, pw + b * wsize,
+                            pl ? pl + b * lsize : nullptr, matrix<T>(odq, b), odq.ld,
+                            matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
                       });
                     });
                   });

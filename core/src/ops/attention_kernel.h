@@ -103,10 +103,11 @@ int64_t keep_padding(const Params&) {
 
 // ---- the register tile. C (MR x NV*W) = alpha * A (MR x kc) @ B (kc x NV*W): A(r, k) at
 // a[k * lda + r] when TA (A stored transposed), else a[r * lda + k]; B's row k at b + k * ldb.
-// Each element of C is one FMA chain in k order, then the product with alpha.
+// Each element of C is one FMA chain in k order, then the product with alpha, or with ra[r] for
+// row r when ra is given (a softmax's 1 / sum, row by row).
 template <class T, int64_t MR, int64_t NV, bool TA>
 inline void micro_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha, T* c,
-                       int64_t ldc) {
+                       int64_t ldc, const T* ra = nullptr) {
   constexpr int64_t W = kW<T>;
   V<T> acc[MR][NV];
 #pragma GCC unroll 16
@@ -127,19 +128,21 @@ inline void micro_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t 
   }
   const V<T> va(alpha);
 #pragma GCC unroll 16
-  for (int64_t r = 0; r < MR; ++r)
+  for (int64_t r = 0; r < MR; ++r) {
+    const V<T> s = ra ? V<T>(ra[r]) : va;
 #pragma GCC unroll 4
-    for (int64_t v = 0; v < NV; ++v) (acc[r][v] * va).store_unaligned(c + r * ldc + v * W);
+    for (int64_t v = 0; v < NV; ++v) (acc[r][v] * s).store_unaligned(c + r * ldc + v * W);
+  }
 }
 
 // micro_tile with exactly mr rows (1 <= mr <= R)
 template <class T, int64_t NV, bool TA, int64_t R>
 inline void micro_tile_rows(int64_t mr, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
-                            T* c, int64_t ldc) {
+                            T* c, int64_t ldc, const T* ra = nullptr) {
   if constexpr (R > 1) {
-    if (mr < R) return micro_tile_rows<T, NV, TA, R - 1>(mr, kc, a, lda, b, ldb, alpha, c, ldc);
+    if (mr < R) return micro_tile_rows<T, NV, TA, R - 1>(mr, kc, a, lda, b, ldb, alpha, c, ldc, ra);
   }
-  micro_tile<T, R, NV, TA>(kc, a, lda, b, ldb, alpha, c, ldc);
+  micro_tile<T, R, NV, TA>(kc, a, lda, b, ldb, alpha, c, ldc, ra);
 }
 
 // ---- packing and products of a block
@@ -325,13 +328,16 @@ void rows_product(int64_t n, int64_t m, const T* xt, int64_t ldt, const T* yt, T
 
 // y (rows, m) = (a^T (m, kc) @ bt (kc, W))^T for the rows a (kc rows of m values, row stride
 // lda) and a (kc, W) array bt: a block's out or dq rows, by tiles of kLaneTile columns through
-// ct (kLaneTile, W)
+// ct (kLaneTile, W); with ls (W values), row l of y also times ls[l]
 template <class T>
 void lanes_product(int64_t m, int64_t kc, const T* a, int64_t lda, const T* bt, T* ct, int64_t rows, T* y,
-                   int64_t ldy) {
+                   int64_t ldy, const T* ls = nullptr) {
   for (int64_t e0 = 0; e0 < m; e0 += kLaneTile) {
     const int64_t mr = std::min(kLaneTile, m - e0);
     micro_tile_rows<T, 1, true, kLaneTile>(mr, kc, a + e0, lda, bt, kW<T>, T(1), ct, kW<T>);
+    if (ls)
+      for (int64_t e = 0; e < mr; ++e)
+        (V<T>::load_unaligned(ct + e * kW<T>) * V<T>::load_unaligned(ls)).store_unaligned(ct + e * kW<T>);
     unpack_lanes(ct, rows, mr, y + e0, ldy);
   }
 }
@@ -340,10 +346,10 @@ void lanes_product(int64_t m, int64_t kc, const T* a, int64_t lda, const T* bt, 
 // a[r * lda + k]; B's row k at b + k * ldb, read in whole vectors (to n rounded up to W); C's
 // row r at c + r * ldc, written in whole vectors. By tiles of NV = 4, 2 or 1 vectors of columns
 // (as many as the columns fill) and kRowAcc / NV rows: a block's scores or dW' in rows, its out
-// or dq rows.
+// or dq rows. With ra, row r times ra[r] instead of alpha.
 template <class T, bool TA>
 void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
-               T* c, int64_t ldc) {
+               T* c, int64_t ldc, const T* ra = nullptr) {
   constexpr int64_t W = kW<T>, R4 = kRowAcc / 4, R2 = kRowAcc / 2, R1 = std::min<int64_t>(kRowAcc, 16);
   for (int64_t j0 = 0; j0 < n;) {
     const int64_t left = (n - j0 + W - 1) / W;  // vectors
@@ -353,9 +359,10 @@ void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, con
       const int64_t mr = std::min(step, rows - r0);
       const T* ar = a + (TA ? r0 : r0 * lda);
       T* cr = c + r0 * ldc + j0;
-      if (nv == 4) micro_tile_rows<T, 4, TA, R4>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
-      else if (nv == 2) micro_tile_rows<T, 2, TA, R2>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
-      else micro_tile_rows<T, 1, TA, R1>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc);
+      const T* rr = ra ? ra + r0 : nullptr;
+      if (nv == 4) micro_tile_rows<T, 4, TA, R4>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
+      else if (nv == 2) micro_tile_rows<T, 2, TA, R2>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
+      else micro_tile_rows<T, 1, TA, R1>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
     }
     j0 += nv * W;
   }
@@ -462,10 +469,14 @@ void keys_product(const Blocks<T>& bl, const T* a, const T* bm, int64_t ldb, int
   for (int64_t j = seen; j < bl.P.S; ++j) std::fill(c + j * ldc, c + j * ldc + m, T(0));
 }
 
-// Softmax down the columns of a block's scores^T st (n, W) (block's first row i0), in place: W,
-// zeros where a row does not see the key; with keep also W' into wd (n, W).
+// The softmax down the columns of a block's scores^T st (n, W) (block's first row i0), but for
+// its division: st becomes E = exp(s - max), zeros where a row does not see the key, and inv
+// (W values) 1 / the column sums, so that W = E * inv (scale_lanes) and out = (E v) * inv row
+// by row; with keep also E' = E * mask / (1 - p) into wd (n, W), out = (E' v) * inv, and then
+// with normalize st scaled into W in the same pass.
 template <class T>
-void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLanes<T>* keep, T* wd) {
+void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLanes<T>* keep, T* wd, T* inv,
+                   bool normalize) {
   constexpr int64_t W = kW<T>;
   const T ninf = -std::numeric_limits<T>::infinity();
   const int64_t diag = p.causal ? i0 + 1 : n;  // keys from here on: lanes l < j - i0 masked
@@ -495,21 +506,26 @@ void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLane
     s1 += exp_at(j + 1);
   }
   if (j < n) s0 += exp_at(j);
-  const V<T> inv = V<T>(T(1)) / (s0 + s1);
-  if (!keep) {
-    for (int64_t j = 0; j < n; ++j) (V<T>::load_unaligned(st + j * W) * inv).store_unaligned(st + j * W);
-    return;
-  }
+  const V<T> vinv = n > 0 ? V<T>(T(1)) / (s0 + s1) : V<T>(T(0));  // no keys: out is zeros, as torch
+  vinv.store_unaligned(inv);
+  if (!keep) return;
   const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0));  // as dropout()
   for (int64_t j0 = 0; j0 < n; j0 += 4) {
     uint32_t m[4];
     keep->get4(j0, m);
     for (int64_t j = j0; j < std::min(j0 + 4, n); ++j) {
-      const V<T> x = V<T>::load_unaligned(st + j * W) * inv;
-      x.store_unaligned(st + j * W);
-      (x * KeepLanes<T>::factors(m[j - j0], vks)).store_unaligned(wd + j * W);
+      const V<T> e = V<T>::load_unaligned(st + j * W);
+      (e * KeepLanes<T>::factors(m[j - j0], vks)).store_unaligned(wd + j * W);
+      if (normalize) (e * vinv).store_unaligned(st + j * W);
     }
   }
+}
+
+// st (n, W) times inv (W values) lane by lane, in place: E into W
+template <class T>
+void scale_lanes(int64_t n, T* st, const T* inv) {
+  const V<T> x = V<T>::load_unaligned(inv);
+  for (int64_t j = 0; j < n; ++j) (V<T>::load_unaligned(st + j * kW<T>) * x).store_unaligned(st + j * kW<T>);
 }
 
 // Softmax backward down the columns of a block: w (n, W) its W; ds (n, W) holds dW'^T and
@@ -586,10 +602,12 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
       rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);
     }
     const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows, lanes ? lanes + 2 * off / W : nullptr);
-    softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd);
-    if (p.Ev % W == 0)  // out = W' v
-      rows_form<T, true>(rows, p.Ev, n, keep ? wd : sb, W, v, ldv, T(1), out + i0 * ldo, ldo);
-    else lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo);
+    alignas(64) T inv[kW<T>];
+    softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd, inv, w != nullptr);
+    if (p.Ev % W == 0)  // out = W' v = (E' v) * inv
+      rows_form<T, true>(rows, p.Ev, n, keep ? wd : sb, W, v, ldv, T(1), out + i0 * ldo, ldo, inv);
+    else lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo, inv);
+    if (w && !keep) scale_lanes(n, sb, inv);  // W for the backward
     off += n * W;
   }
 }
