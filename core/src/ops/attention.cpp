@@ -276,44 +276,43 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   //   dv = W'^T @ dout;  dW' = dout @ v^T;  dW = drop(dW');
   //   dS = W * (dW - rowsum(dW * W)) * scale (softmax backward, then the scale);
   //   dq = dS @ k;  dk = dS^T @ q.
-  return record("ScaledDotProductAttentionBackward0", out, {query, key, value},
-                [sq = key.requires_grad() ? save(q) : SavedTensor(),
-                 sk = query.requires_grad() ? save(k) : SavedTensor(),
-                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes,
-                 P, nb, dt, shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
-                 layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
-                                                                                        Grads& grads) {
-                  // each gradient is laid out like its input
-                  const Tensor dout = row_readable(grad);
-                  Tensor d[3];
-                  for (std::size_t i = 0; i < 3; ++i)
-                    if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
-                  const Tensor q = sq.defined() ? sq.get() : Tensor();
-                  const Tensor k = sk.defined() ? sk.get() : Tensor();
-                  const Tensor v = sv.defined() ? sv.get() : Tensor();
-                  const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
-                                odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
-                  kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    const int64_t wsize = attention_kernel::Blocks<T>(P).total();
-                    const T* pw = weights.data_ptr<T>();
-                    const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
-                    const auto* pl =
-                        lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
-                    for_each_matrix(nb, [&](auto&& each) {
-                      auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-                      each([&](int64_t b) {
-                        attention_kernel::backward_head<T>(
-                            P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b),
-                            ov.ld, matrix<T>(odo, b), odo.ld, pw + b * wsize,
-                            pl ? pl + b * lsize : nullptr, matrix<T>(odq, b), odq.ld,
-                            matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
-                      });
-                    });
-                  });
-                  for (std::size_t i = 0; i < 3; ++i)
-                    if (d[i].defined()) grads.add(i, d[i]);
-                });
+  return record(
+      "ScaledDotProductAttentionBackward0", out, {query, key, value},
+      [sq = key.requires_grad() ? save(q) : SavedTensor(),
+       sk = query.requires_grad() ? save(k) : SavedTensor(),
+       sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes, P, nb, dt,
+       shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
+       layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
+                                                                              Grads& grads) {
+        // each gradient is laid out like its input
+        const Tensor dout = row_readable(grad);
+        Tensor d[3];
+        for (std::size_t i = 0; i < 3; ++i)
+          if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
+        const Tensor q = sq.defined() ? sq.get() : Tensor();
+        const Tensor k = sk.defined() ? sk.get() : Tensor();
+        const Tensor v = sv.defined() ? sv.get() : Tensor();
+        const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
+                      odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
+        kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
+          using T = decltype(tag);
+          const int64_t wsize = attention_kernel::Blocks<T>(P).total();
+          const T* pw = weights.data_ptr<T>();
+          const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
+          const auto* pl = lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
+          for_each_matrix(nb, [&](auto&& each) {
+            auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
+            each([&](int64_t b) {
+              attention_kernel::backward_head<T>(
+                  P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b), ov.ld,
+                  matrix<T>(odo, b), odo.ld, pw + b * wsize, pl ? pl + b * lsize : nullptr, matrix<T>(odq, b),
+                  odq.ld, matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
+            });
+          });
+        });
+        for (std::size_t i = 0; i < 3; ++i)
+          if (d[i].defined()) grads.add(i, d[i]);
+      });
 }
 
 }  // namespace
