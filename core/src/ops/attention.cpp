@@ -50,17 +50,19 @@ using attention_kernel::Params;
 // Element offset of every batch entry of t (all dims but the last two), row-major order.
 std::vector<int64_t> batch_offsets(const Tensor& t) {
   const int64_t nbd = t.dim() - 2;
+  const Shape& size = t.shape();
+  const Shape& stride = t.strides();
   int64_t nb = 1;
-  for (int64_t d = 0; d < nbd; ++d) nb *= t.size(d);
+  for (int64_t d = 0; d < nbd; ++d) nb *= size[d];
   std::vector<int64_t> off(static_cast<std::size_t>(nb));
   Shape idx(static_cast<std::size_t>(nbd), 0);
   int64_t cur = 0;
   for (int64_t i = 0; i < nb; ++i) {
     off[static_cast<std::size_t>(i)] = cur;
     for (int64_t d = nbd - 1; d >= 0; --d) {  // odometer over the batch dims
-      cur += t.stride(d);
-      if (++idx[d] < t.size(d)) break;
-      cur -= t.stride(d) * t.size(d);
+      cur += stride[d];
+      if (++idx[d] < size[d]) break;
+      cur -= stride[d] * size[d];
       idx[d] = 0;
     }
   }
