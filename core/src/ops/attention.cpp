@@ -4,10 +4,10 @@
 // It stands for the composed chain nn::MultiHeadAttention used to run
 //   scores = q @ k^T;  scores.masked_fill_(causal, -inf);  w = softmax(scores * scale, -1)
 //   w = dropout(w, p);  out = w @ v
-// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h: blocks of query
-// rows in the lanes of a vector, the products on register tiles, the softmax down the columns,
-// the causal triangle's upper half skipped), the matrices split over xgrad's threads (each on
-// one thread, so the same bits at any thread count):
+// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h and
+// attention_backward.h: blocks of query rows in the lanes of a vector, the products on register
+// tiles, the softmax down the columns, the causal triangle's upper half skipped), the matrices
+// split over xgrad's threads (each on one thread, so the same bits at any thread count):
 // - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
 //   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them) into one
 //   byte per weight;
@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "attention_kernel.h"
+#include "attention_backward.h"  // and attention_kernel.h
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
