@@ -210,6 +210,13 @@ TEST(ScaledDotProductAttention, EmptySequences) {
   expect_close(out, zeros({2, 3, 5}), 0, 0, "out");
   out.sum().backward();
   expect_close(q.grad(), zeros({2, 3, 4}), 0, 0, "dq");
+  // the same with dropout (the kernel's 1 / row sum over no keys must give zeros, not 0 * inf)
+  Tensor dropped = scaled_dot_product_attention(q, k, v, 0.5);
+  expect_close(dropped, zeros({2, 3, 5}), 0, 0, "out with dropout");
+  {
+    NoGradGuard no_grad;
+    expect_close(scaled_dot_product_attention(q, k, v), zeros({2, 3, 5}), 0, 0, "out without grad");
+  }
   Tensor none = scaled_dot_product_attention(randn({2, 0, 4}), randn({2, 3, 4}), randn({2, 3, 5}));
   EXPECT_EQ(none.shape(), (Shape{2, 0, 5}));
 }
