@@ -78,6 +78,11 @@ std::vector<Case> cases() {
       {{2, 3, 37, 8}, {2, 3, 50, 8}, {2, 3, 50, 5}, false, false},      // L != S
       {{2, 3, 50, 8}, {2, 3, 37, 8}, {2, 3, 37, 5}, true, false},       // causal, L > S
       {{1, 2, 37, 8}, {1, 2, 150, 8}, {1, 2, 150, 6}, true, false},     // causal, L < S
+      // head dims of whole vectors (scores in rows, out and dq rows written straight), a ragged
+      // last block of 2 rows, keys not a multiple of the vector
+      {{2, 2, 50, 32}, {2, 2, 50, 32}, {2, 2, 50, 48}, true, true},
+      {{1, 3, 45, 48}, {1, 3, 70, 48}, {1, 3, 70, 32}, true, false},  // causal, L < S
+      {{1, 2, 33, 24}, {1, 2, 20, 24}, {1, 2, 20, 40}, false, false},
   };
 }
 
@@ -147,6 +152,25 @@ TEST(ScaledDotProductAttention, NoGradModeAndDefaultScale) {
 // The output is a (B, H, L, Ev) view of a (B, L, H, Ev) buffer, so the MHA's
 // transpose(1, 2).contiguous() copies nothing; the q/k/v gradients of transpose(1, 2) views
 // come back contiguous in (B, T, H, D).
+// The forward that keeps W (and the dropout lane masks) for the backward and the one that keeps
+// nothing (no grad) give the same bits, at the GPT shapes, with and without dropout.
+TEST(ScaledDotProductAttention, NoGradForwardHasTheSameBits) {
+  for (const Shape& s : {Shape{2, 4, 64, 16}, Shape{2, 4, 128, 32}, Shape{1, 2, 70, 48}})
+    for (double p : {0.0, 0.1}) {
+      SCOPED_TRACE(::testing::Message() << shape_str(s) << " p " << p);
+      Generator init(5);
+      Tensor q = randn(s, &init).requires_grad_(), k = randn(s, &init), v = randn(s, &init);
+      Generator g1(9), g2(9);
+      Tensor with_grad = scaled_dot_product_attention(q, k, v, p, true, std::nullopt, &g1);
+      Tensor without;
+      {
+        NoGradGuard ng;
+        without = scaled_dot_product_attention(q, k, v, p, true, std::nullopt, &g2);
+      }
+      expect_close(without, with_grad.detach(), 0, 0, "out");
+    }
+}
+
 TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
   Generator init(6);
   Tensor x = randn({2, 7, 3, 4}, &init).requires_grad_();  // (B, T, H, D)
@@ -186,6 +210,13 @@ TEST(ScaledDotProductAttention, EmptySequences) {
   expect_close(out, zeros({2, 3, 5}), 0, 0, "out");
   out.sum().backward();
   expect_close(q.grad(), zeros({2, 3, 4}), 0, 0, "dq");
+  // the same with dropout (the kernel's 1 / row sum over no keys must give zeros, not 0 * inf)
+  Tensor dropped = scaled_dot_product_attention(q, k, v, 0.5);
+  expect_close(dropped, zeros({2, 3, 5}), 0, 0, "out with dropout");
+  {
+    NoGradGuard no_grad;
+    expect_close(scaled_dot_product_attention(q, k, v), zeros({2, 3, 5}), 0, 0, "out without grad");
+  }
   Tensor none = scaled_dot_product_attention(randn({2, 0, 4}), randn({2, 3, 4}), randn({2, 3, 5}));
   EXPECT_EQ(none.shape(), (Shape{2, 0, 5}));
 }

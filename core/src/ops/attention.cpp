@@ -4,15 +4,16 @@
 // It stands for the composed chain nn::MultiHeadAttention used to run
 //   scores = q @ k^T;  scores.masked_fill_(causal, -inf);  w = softmax(scores * scale, -1)
 //   w = dropout(w, p);  out = w @ v
-// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h: the products
-// on a register tile, the softmax in passes over the rows, the causal triangle's upper half
-// skipped), the matrices split over xgrad's threads (each on one thread, so the same bits at
-// any thread count):
+// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h and
+// attention_backward.h: blocks of query rows in the lanes of a vector, the products on register
+// tiles, the softmax down the columns, the causal triangle's upper half skipped), the matrices
+// split over xgrad's threads (each on one thread, so the same bits at any thread count):
 // - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
-//   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them), kept as
-//   one byte per weight;
-// - saved for backward: the softmax output W (..., L, S) and that byte mask, nothing else the
-//   composed chain kept (scores, the float noise, the dropped weights);
+//   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them) into one
+//   byte per weight;
+// - saved for backward: the softmax output W (the causal part only, in the kernel's layout) and
+//   that mask as the kernel reads it (one bit a weight it computes), nothing else the composed
+//   chain kept (scores, the float noise, the dropped weights);
 // - q, k, v are read in place whenever their last dim has unit stride (the MHA's
 //   view(b, T, H, D).transpose(1, 2) views: row stride H*D); the output is written into a
 //   (B, L, H, Ev) buffer and returned as its (B, H, L, Ev) view, so the MHA's
@@ -31,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "attention_kernel.h"
+#include "attention_backward.h"  // and attention_kernel.h
 #include "kernels.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
@@ -49,17 +50,19 @@ using attention_kernel::Params;
 // Element offset of every batch entry of t (all dims but the last two), row-major order.
 std::vector<int64_t> batch_offsets(const Tensor& t) {
   const int64_t nbd = t.dim() - 2;
+  const Shape& size = t.shape();
+  const Shape& stride = t.strides();
   int64_t nb = 1;
-  for (int64_t d = 0; d < nbd; ++d) nb *= t.size(d);
+  for (int64_t d = 0; d < nbd; ++d) nb *= size[d];
   std::vector<int64_t> off(static_cast<std::size_t>(nb));
   Shape idx(static_cast<std::size_t>(nbd), 0);
   int64_t cur = 0;
   for (int64_t i = 0; i < nb; ++i) {
     off[static_cast<std::size_t>(i)] = cur;
     for (int64_t d = nbd - 1; d >= 0; --d) {  // odometer over the batch dims
-      cur += t.stride(d);
-      if (++idx[d] < t.size(d)) break;
-      cur -= t.stride(d) * t.size(d);
+      cur += stride[d];
+      if (++idx[d] < size[d]) break;
+      cur -= stride[d] * size[d];
       idx[d] = 0;
     }
   }
@@ -128,19 +131,21 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
   check_dropout_p(kOp, p);
 }
 
-// Per operand: its matrices' offsets and row stride (empty / 1 when not used).
+// Per operand: its data, its matrices' offsets and row stride (null / empty / 1 when not used),
+// looked up once a call rather than once a matrix.
 struct Operand {
+  void* data = nullptr;
   std::vector<int64_t> off;
   int64_t ld = 1;
 };
 Operand operand(const Tensor& t) {
-  return t.defined() ? Operand{batch_offsets(t), row_stride(t)} : Operand{};
+  return t.defined() ? Operand{t.raw_data_ptr(), batch_offsets(t), row_stride(t)} : Operand{};
 }
 
-// Matrix b of operand t, or null when t is not used.
+// Matrix b of operand o (of element type T), or null when it is not used.
 template <class T>
-T* matrix(const Tensor& t, const Operand& o, int64_t b) {
-  return t.defined() ? t.data_ptr<T>() + o.off[static_cast<std::size_t>(b)] : nullptr;
+T* matrix(const Operand& o, int64_t b) {
+  return o.data ? static_cast<T*>(o.data) + o.off[static_cast<std::size_t>(b)] : nullptr;
 }
 
 // Runs every matrix b in [0, nb) on xgrad's threads, each matrix whole on one thread (so its
@@ -158,10 +163,16 @@ void for_each_matrix(int64_t nb, Worker&& worker) {
   });
 }
 
-// Scratch for one parallel_for chunk: uninitialised, only the parts a kernel writes are read.
+// Scratch for one parallel_for chunk, 64-byte aligned: uninitialised, only the parts a kernel
+// writes are read.
+struct AlignedFree {
+  void operator()(void* x) const { ::operator delete[](x, std::align_val_t(64)); }
+};
 template <class T>
-std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::unique_ptr<T[]>(n > 0 ? new T[static_cast<std::size_t>(n)] : nullptr);
+std::unique_ptr<T[], AlignedFree> scratch(int64_t n) {
+  return std::unique_ptr<T[], AlignedFree>(
+      n > 0 ? static_cast<T*>(::operator new[](static_cast<std::size_t>(n) * sizeof(T), std::align_val_t(64)))
+            : nullptr);
 }
 
 Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, double dropout_p,
@@ -237,24 +248,27 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
       drawn.store(end, std::memory_order_release);
     }
   };
-  Tensor weights;  // W (..., L, Sp): the softmax output, rows padded to whole tiles
+  Tensor weights;  // W: the softmax output, per matrix in the kernel's block layout (Blocks)
+  Tensor lanes;    // the dropout mask as the backward reads it (lane masks, lane_mask_bytes a matrix)
 
   const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
   kernels::dispatch_float(dt, kOp, [&](auto tag) {
     using T = decltype(tag);
-    const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;  // one matrix's W
+    const int64_t wsize = attention_kernel::Blocks<T>(P).total();  // one matrix's W
     if (need_grad) weights = empty({nb * wsize}, dt);
     T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
+    const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
+    if (need_grad && bytes) lanes = empty({nb * lsize}, kBool);
+    auto* pl = lanes.defined() ? static_cast<uint8_t*>(lanes.raw_data_ptr()) : nullptr;
     // per matrix: out = drop(softmax(q @ k^T * scale, causal)) @ v, W kept for the backward
     for_each_matrix(nb, [&](auto&& each) {
-      auto w_buf = scratch<T>(pw ? 0 : wsize);
       auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
       each([&](int64_t b) {
         draw_masks_through(b);
-        attention_kernel::forward_head<T>(P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld,
-                                          matrix<T>(v, ov, b), ov.ld, matrix<T>(out, oo, b), oo.ld,
-                                          pw ? pw + b * wsize : w_buf.get(), bytes ? bytes + b * LS : nullptr,
-                                          work.get());
+        attention_kernel::forward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld,
+                                          matrix<T>(ov, b), ov.ld, matrix<T>(oo, b), oo.ld,
+                                          pw ? pw + b * wsize : nullptr, bytes ? bytes + b * LS : nullptr,
+                                          pl ? pl + b * lsize : nullptr, work.get());
       });
     });
   });
@@ -264,44 +278,43 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   //   dv = W'^T @ dout;  dW' = dout @ v^T;  dW = drop(dW');
   //   dS = W * (dW - rowsum(dW * W)) * scale (softmax backward, then the scale);
   //   dq = dS @ k;  dk = dS^T @ q.
-  return record("ScaledDotProductAttentionBackward0", out, {query, key, value},
-                [sq = key.requires_grad() ? save(q) : SavedTensor(),
-                 sk = query.requires_grad() ? save(k) : SavedTensor(),
-                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, keep,
-                 P, nb, dt, shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
-                 layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
-                                                                                        Grads& grads) {
-                  // each gradient is laid out like its input
-                  const Tensor dout = row_readable(grad);
-                  Tensor d[3];
-                  for (std::size_t i = 0; i < 3; ++i)
-                    if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
-                  const Tensor q = sq.defined() ? sq.get() : Tensor();
-                  const Tensor k = sk.defined() ? sk.get() : Tensor();
-                  const Tensor v = sv.defined() ? sv.get() : Tensor();
-                  const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
-                                odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
-                  const int64_t LS = P.L * P.S;
-                  kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    const int64_t wsize = P.L * attention_kernel::Geometry<T>(P).Sp;
-                    const T* pw = weights.data_ptr<T>();
-                    const auto* pkeep =
-                        keep.defined() ? static_cast<const uint8_t*>(keep.raw_data_ptr()) : nullptr;
-                    for_each_matrix(nb, [&](auto&& each) {
-                      auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-                      each([&](int64_t b) {
-                        attention_kernel::backward_head<T>(
-                            P, matrix<T>(q, oq, b), oq.ld, matrix<T>(k, ok, b), ok.ld, matrix<T>(v, ov, b),
-                            ov.ld, matrix<T>(dout, odo, b), odo.ld, pw + b * wsize,
-                            pkeep ? pkeep + b * LS : nullptr, matrix<T>(d[0], odq, b), odq.ld,
-                            matrix<T>(d[1], odk, b), odk.ld, matrix<T>(d[2], odv, b), odv.ld, work.get());
-                      });
-                    });
-                  });
-                  for (std::size_t i = 0; i < 3; ++i)
-                    if (d[i].defined()) grads.add(i, d[i]);
-                });
+  return record(
+      "ScaledDotProductAttentionBackward0", out, {query, key, value},
+      [sq = key.requires_grad() ? save(q) : SavedTensor(),
+       sk = query.requires_grad() ? save(k) : SavedTensor(),
+       sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes, P, nb, dt,
+       shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
+       layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
+                                                                              Grads& grads) {
+        // each gradient is laid out like its input
+        const Tensor dout = row_readable(grad);
+        Tensor d[3];
+        for (std::size_t i = 0; i < 3; ++i)
+          if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
+        const Tensor q = sq.defined() ? sq.get() : Tensor();
+        const Tensor k = sk.defined() ? sk.get() : Tensor();
+        const Tensor v = sv.defined() ? sv.get() : Tensor();
+        const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
+                      odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
+        kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
+          using T = decltype(tag);
+          const int64_t wsize = attention_kernel::Blocks<T>(P).total();
+          const T* pw = weights.data_ptr<T>();
+          const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
+          const auto* pl = lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
+          for_each_matrix(nb, [&](auto&& each) {
+            auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
+            each([&](int64_t b) {
+              attention_kernel::backward_head<T>(
+                  P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b), ov.ld,
+                  matrix<T>(odo, b), odo.ld, pw + b * wsize, pl ? pl + b * lsize : nullptr, matrix<T>(odq, b),
+                  odq.ld, matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
+            });
+          });
+        });
+        for (std::size_t i = 0; i < 3; ++i)
+          if (d[i].defined()) grads.add(i, d[i]);
+      });
 }
 
 }  // namespace

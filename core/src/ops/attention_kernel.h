@@ -6,31 +6,29 @@
 //   backward: dW' = dO v^T;  dW = dW' * mask / (1 - p);  dS = W * (dW - rowsum(dW * W)) * scale
 //             dq = dS k;  dk = dS^T q;  dv = W'^T dO
 //
-// The six products run on one register tile (`micro_tile`, as gemm_kernel.h's: per k it loads
-// kNV vectors of a B row and broadcasts kMR values of A, kMR * kNV FMAs; here with the B
-// operands prepared once per head, no k panels, no threads and no per-call set-up, which is
-// what the head-sized products of attention spend their time on in a general GEMM). Per head
-// (per-thread scratch): k^T and v^T packed as slivers of kNR columns (E x kNR each, contiguous:
-// the B of the scores and of dW'); v, k, q, dO rows (the B of out, dq, dk, dv) read in place,
-// or packed padded to whole vectors when the head dim is not a multiple of the vector. A is
-// read in place: the q and dO rows, and the P / dS / W' rows, also column-wise (dk, dv:
-// A = dS^T, W'^T).
+// The query rows run in blocks of R = min(block, W) rows, one row per lane of a vector of W
+// (lanes past a block's last row are padding: zero queries, results never written). Every
+// (rows, keys) intermediate of a block is kept transposed, as an (n, W) array whose row j holds
+// key j of all the block's rows, n = n(last row) the keys its last row sees (causal: row i
+// sees keys j < n(i) = min(i + 1, S)). So the softmax and its backward run down the columns,
+// lane-wise, with no horizontal reduction; only the block's diagonal (keys past its first row)
+// needs a lane mask; and the products are register tiles (`micro_tile`: per k, NV vectors of a
+// B row loaded, MR values of A broadcast). Per block:
+//   scores (rows, n) = scale * q_block @ k^T  (`rows_form`, then 16 x 16 transposes into lanes;
+//                      head dim < 2 vectors: scores^T = k @ q_block^T straight into lanes)
+//   out_block (rows, Ev) = (E'_block @ v) * inv  (`rows_form`, A read from the (n, W) array;
+//                      head dim not whole vectors: out^T in lanes, transposed back)
+// where E' = exp(scores - max) (dropped) and inv = 1 / its row sums: the softmax's division
+// rides on the product tile's store, row by row, instead of a pass over the (n, W) array (W =
+// E * inv is only formed when the backward keeps it). The backward (attention_backward.h) runs
+// dW' = dO v^T and dq = dS k the same way, with k^T, v^T packed once per matrix. W is kept in
+// the lane layout for the backward (every block's (n, W) array, one after the other:
+// `Blocks`), and the backward keeps dS^T and W'^T so, then runs dk = dS^T q and dv = W'^T dO by
+// tiles of keys over all the blocks that see them.
 //
-// Rows run in strips of `block` rows: the scores of the strip, tile by tile; then the row
-// passes over the strip (max; exp and sum; normalise and drop -- backward: rowsum(dW * W);
-// dS and W'), a pass over all rows of the strip before the next pass, so the short rows'
-// latency chains overlap; then the strip's out (dq) rows. dk and dv run last, by tiles of
-// columns, over the whole head's dS and W'.
-//
-// Causal (row i sees keys j < n(i) = min(i + 1, S)): a tile computes only what one of its rows
-// sees. A row tile of scores stops at the sliver holding its last row's last key; the out / dq
-// tile's k loop stops at n(last row); the dk / dv tile of columns [j0, j0 + mr) starts its k
-// loop at row j0 (rows i < j0 see none of its columns). A tile's rows that see fewer keys read
-// W', dS as exact zeros there: each row i writes its W, W', dS with zeros on [n(i), ext(i)),
-// ext(i) >= i + kMR covering every tile that reads row i. Skipping a product that is exactly
-// zero leaves every sum unchanged, and every output element is one FMA chain in k order inside
-// one tile of one thread, so the results do not depend on the strip or on how the heads are
-// split over threads.
+// A masked key (j > i) has W, W', dS exactly zero, so a product that runs over it adds exact
+// zeros; every output element is one FMA chain in k order inside one tile on one thread, so the
+// results do not depend on how the heads are split over threads.
 #pragma once
 #include <xsimd/xsimd.hpp>
 
@@ -41,12 +39,12 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>  // keep_factors' byte test
+#if XSIMD_WITH_AVX512F
+#include <immintrin.h>  // KeepLanes' gather
 #endif
 
 #include "ops/gemm_kernel.h"  // transpose_16x16
-#include "ops/vec_math.h"
+#include "ops/vec_math.h"     // exp_clamped
 
 namespace xgrad::attention_kernel {
 
@@ -54,60 +52,65 @@ template <class T>
 using V = xsimd::batch<T>;
 template <class T>
 inline constexpr int64_t kW = static_cast<int64_t>(V<T>::size);  // lanes per vector
-inline constexpr int64_t kNV = 2;                                // vectors per tile row
-template <class T>
-inline constexpr int64_t kNR = kW<T> + kW<T>;  // tile columns: kNV = 2 vectors
 #if XSIMD_WITH_AVX512F
-inline constexpr int64_t kMR = 14;  // tile rows: 28 accumulators of 32 registers
+inline constexpr int64_t kLaneTile = 16;  // accumulators of a (keys or columns, W) tile, of 32 registers
+inline constexpr int64_t kRowAcc = 24;    // accumulators of a rows_form tile
 #else
-inline constexpr int64_t kMR = 6;  // 12 of 16
+inline constexpr int64_t kLaneTile = 8;  // of 16
+inline constexpr int64_t kRowAcc = 12;
 #endif
-inline constexpr int64_t kDefaultBlock = 2 * kMR;  // rows per strip
-inline constexpr int64_t kPassRows = 32;           // rows per group of row passes
+inline constexpr int64_t kDefaultBlock = 16;  // query rows per block (at most W are used)
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+// rows per tile when n rows go in as few tiles of at most mr_max rows as possible, evened out
+// (16 rows by 12: 8 + 8, not 12 + 4)
+inline int64_t even_tiles(int64_t n, int64_t mr_max) {
+  const int64_t tiles = std::max<int64_t>(1, (n + mr_max - 1) / mr_max);
+  return (n + tiles - 1) / tiles;
+}
 
 // One attention matrix's sizes and options; p == 0: no dropout.
 struct Params {
   int64_t L = 0, S = 0, E = 0, Ev = 0;
   double scale = 1.0;
   bool causal = false;
-  int64_t block = kDefaultBlock;  // rows per strip (>= 1)
+  int64_t block = kDefaultBlock;  // query rows per block (>= 1)
   double p = 0.0;
   bool dropout() const { return p > 0.0; }
   int64_t valid(int64_t i) const { return causal ? std::min(i + 1, S) : S; }  // n(i)
 };
 
-// The buffers' geometry in elements of T: Sp = S rounded up to whole slivers (the row stride of
-// W and every (L, S) scratch), Ep / Evp the padded widths of the packed rows.
+// The query blocks of a matrix: block b holds rows [b R, b R + rows(b)), sees keys [0, keys(b)),
+// and its (keys(b), W) array starts at offset(b) elements of every per-block buffer.
 template <class T>
-struct Geometry {
+struct Blocks {
   Params P;
-  int64_t Sp, Ep, Evp, tile;
-  explicit Geometry(const Params& p)
-      : P(p),
-        Sp(round_up(p.S, kNR<T>)),
-        Ep(round_up(p.E, kW<T>)),
-        Evp(round_up(p.Ev, kW<T>)),
-        tile(std::min(kMR, p.block)) {}
-  // columns [0, ext(i)) of row i of W, W', dS are written (zeros from n(i) on)
-  int64_t ext(int64_t i) const { return P.causal ? std::min(Sp, round_up(i + kMR, kW<T>)) : Sp; }
-  T keep_scale() const { return P.p < 1.0 ? T(1) / static_cast<T>(1.0 - P.p) : T(0); }  // as dropout()
+  int64_t R;
+  explicit Blocks(const Params& p) : P(p), R(std::min(p.block, kW<T>)) {}
+  int64_t count() const { return (P.L + R - 1) / R; }
+  int64_t rows(int64_t b) const { return std::min(R, P.L - b * R); }
+  int64_t keys(int64_t b) const { return P.valid(b * R + rows(b) - 1); }
+  int64_t offset(int64_t b) const {
+    int64_t off = 0;
+    for (int64_t c = 0; c < b; ++c) off += keys(c) * kW<T>;
+    return off;
+  }
+  int64_t total() const { return offset(count()); }  // elements of W's buffer
 };
 
-// Bytes a dropout mask needs past its L * S per matrix: rows are read in whole vectors up to
-// Sp (the entries past S are masked off, but read).
+// Bytes a dropout mask needs past its L * S per matrix (KeepLanes reads up to 3 past a row).
 template <class T>
-int64_t keep_padding(const Params& p) {
-  return Geometry<T>(p).Sp - p.S + 64;
+int64_t keep_padding(const Params&) {
+  return 64;
 }
 
 // ---- the register tile. C (MR x NV*W) = alpha * A (MR x kc) @ B (kc x NV*W): A(r, k) at
 // a[k * lda + r] when TA (A stored transposed), else a[r * lda + k]; B's row k at b + k * ldb.
-// Each element of C is one FMA chain in k order, then the product with alpha.
+// Each element of C is one FMA chain in k order, then the product with alpha, or with ra[r] for
+// row r when ra is given (a softmax's 1 / sum, row by row).
 template <class T, int64_t MR, int64_t NV, bool TA>
 inline void micro_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha, T* c,
-                       int64_t ldc) {
+                       int64_t ldc, const T* ra = nullptr) {
   constexpr int64_t W = kW<T>;
   V<T> acc[MR][NV];
 #pragma GCC unroll 16
@@ -128,44 +131,24 @@ inline void micro_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t 
   }
   const V<T> va(alpha);
 #pragma GCC unroll 16
-  for (int64_t r = 0; r < MR; ++r)
+  for (int64_t r = 0; r < MR; ++r) {
+    const V<T> s = ra ? V<T>(ra[r]) : va;
 #pragma GCC unroll 4
-    for (int64_t v = 0; v < NV; ++v) (acc[r][v] * va).store_unaligned(c + r * ldc + v * W);
+    for (int64_t v = 0; v < NV; ++v) (acc[r][v] * s).store_unaligned(c + r * ldc + v * W);
+  }
 }
 
 // micro_tile with exactly mr rows (1 <= mr <= R)
-template <class T, int64_t NV, bool TA, int64_t R = kMR>
+template <class T, int64_t NV, bool TA, int64_t R>
 inline void micro_tile_rows(int64_t mr, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
-                            T* c, int64_t ldc) {
+                            T* c, int64_t ldc, const T* ra = nullptr) {
   if constexpr (R > 1) {
-    if (mr < R) return micro_tile_rows<T, NV, TA, R - 1>(mr, kc, a, lda, b, ldb, alpha, c, ldc);
+    if (mr < R) return micro_tile_rows<T, NV, TA, R - 1>(mr, kc, a, lda, b, ldb, alpha, c, ldc, ra);
   }
-  micro_tile<T, R, NV, TA>(kc, a, lda, b, ldb, alpha, c, ldc);
+  micro_tile<T, R, NV, TA>(kc, a, lda, b, ldb, alpha, c, ldc, ra);
 }
 
-// C (mr x n) = alpha * A (mr x kc) @ B (kc x n), mr <= kMR, tile by tile of kNR columns;
-// b_at(j0) gives the B rows of columns [j0, j0 + kNR) and their stride (zero-padded past n).
-// C's rows have room up to whole vectors when c_padded; else a ragged last tile goes through a
-// local one.
-template <class T, bool TA, class BAt>
-void row_panel(int64_t mr, int64_t n, int64_t kc, const T* a, int64_t lda, BAt b_at, T alpha, T* c,
-               int64_t ldc, bool c_padded) {
-  constexpr int64_t W = kW<T>, NR = kNR<T>;
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    const auto [b, ldb] = b_at(j0);
-    const int64_t nr = std::min(NR, n - j0);
-    alignas(64) T tmp[kMR * NR];
-    const bool via_tmp = !c_padded && nr % W != 0;
-    T* cj = via_tmp ? tmp : c + j0;
-    const int64_t ldcj = via_tmp ? NR : ldc;
-    if (nr > W) micro_tile_rows<T, 2, TA>(mr, kc, a, lda, b, ldb, alpha, cj, ldcj);
-    else micro_tile_rows<T, 1, TA>(mr, kc, a, lda, b, ldb, alpha, cj, ldcj);
-    if (via_tmp)
-      for (int64_t r = 0; r < mr; ++r) std::copy(tmp + r * NR, tmp + r * NR + nr, c + r * ldc + j0);
-  }
-}
-
-// ---- packing (per head)
+// ---- packing and products of a block
 
 // x (n rows of m values, row stride ldx) -> out (n, mp) rows, zero-padded to mp >= m
 template <class T>
@@ -190,35 +173,6 @@ std::pair<const T*, int64_t> b_rows(const T* x, int64_t ldx, int64_t n, int64_t 
   return {buf, round_up(m, kW<T>)};
 }
 
-// x (n rows of m values, row stride ldx) -> x^T as slivers of kNR columns: sliver s holds
-// x^T[:, s kNR : (s + 1) kNR] as (m, kNR) rows, zero-padded past n. Whole 16 x 16 float
-// blocks go through gemm_kernel::transpose_16x16 (AVX-512), the rest element by element, row by row.
-template <class T>
-void pack_transposed_slivers(const T* x, int64_t ldx, int64_t n, int64_t m, T* out) {
-  constexpr int64_t NR = kNR<T>;
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    T* s = out + j0 * m;
-    const int64_t nr = std::min(NR, n - j0);
-    int64_t jb = 0, mb = 0;  // rows below jb and columns below mb done by blocks
-#if XSIMD_WITH_AVX512F
-    if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
-      jb = nr / 16 * 16;
-      mb = m / 16 * 16;
-      for (int64_t j = 0; j < jb; j += 16)
-        for (int64_t e = 0; e < mb; e += 16)
-          gemm_kernel::transpose_16x16(x + (j0 + j) * ldx + e, ldx, s + e * NR + j, NR);
-    }
-#endif
-    for (int64_t j = 0; j < nr; ++j) {
-      const T* xj = x + (j0 + j) * ldx;
-      for (int64_t e = j < jb ? mb : 0; e < m; ++e) s[e * NR + j] = xj[e];
-    }
-    for (int64_t e = 0; e < m; ++e) std::fill(s + e * NR + nr, s + (e + 1) * NR, T(0));
-  }
-}
-
-// ---- row passes
-
 // lanes l < k of a batch (none for k <= 0)
 template <class T>
 inline auto lanes_below(int64_t k) {
@@ -227,230 +181,313 @@ inline auto lanes_below(int64_t k) {
   return V<T>::load_aligned(kIota) < V<T>(static_cast<T>(std::min<int64_t>(k, 16)));
 }
 
-// the largest lane of v
+// The dropout mask of one block as lane masks: bit l of key j's mask is keep[l * S + j], row
+// i0 + l's byte. Read from the (L, S) byte mask by gathers (and then optionally saved, two bytes
+// a key, for the backward) or from such saved masks.
 template <class T>
-inline T hmax(const V<T>& v) {
+class KeepLanes {
+ public:
+  // keep: the block's first row of the mask (row stride S); rows: its rows (lanes past them
+  // repeat the last row's bits). Reads up to 3 bytes past the last row's S (keep_padding).
+  // save: null, or where the masks of keys 0, 1, ... go (up to 3 past the block's last key).
+  KeepLanes(const uint8_t* keep, int64_t S, int64_t rows, uint8_t* save = nullptr)
+      : keep_(keep), save_(save), S_(S), rows_(rows) {
 #if XSIMD_WITH_AVX512F
-  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, float>) return _mm512_reduce_max_ps(v);
-  if constexpr (sizeof(V<T>) == 64 && std::is_same_v<T, double>) return _mm512_reduce_max_pd(v);
+    if constexpr (kW<T> == 16) {
+      const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+      rowoff_ = _mm512_mullo_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32(static_cast<int>(rows - 1))),
+                                   _mm512_set1_epi32(static_cast<int>(S)));
+    }
 #endif
-  alignas(64) T lanes[kW<T>];
-  v.store_aligned(lanes);
-  T m = lanes[0];
-  for (int64_t l = 1; l < kW<T>; ++l) m = std::max(m, lanes[l]);
-  return m;
+  }
+  // the masks a forward saved (two bytes a key, from the block's key 0)
+  static KeepLanes saved(const uint8_t* masks) {
+    KeepLanes k(nullptr, 0, 1);
+    k.saved_ = masks;
+    return k;
+  }
+  // the masks of keys j .. j + 3
+  void get4(int64_t j, uint32_t m[4]) const {
+    uint16_t h[4];
+    if (saved_) {
+      std::memcpy(h, saved_ + 2 * j, sizeof(h));
+      for (int t = 0; t < 4; ++t) m[t] = h[t];
+      return;
+    }
+    gather4(j, m);
+    if (save_) {
+      for (int t = 0; t < 4; ++t) h[t] = static_cast<uint16_t>(m[t]);
+      std::memcpy(save_ + 2 * j, h, sizeof(h));
+    }
+  }
+  // keep_scale where the mask m has a lane's bit, else 0 (dropout()'s mask / (1 - p))
+  static V<T> factors(uint32_t m, const V<T>& keep_scale) {
+#if XSIMD_WITH_AVX512F
+    if constexpr (sizeof(V<T>) == 64) {
+      using BB = typename V<T>::batch_bool_type;
+      return xsimd::select(BB(static_cast<typename BB::register_type>(m)), keep_scale, V<T>(T(0)));
+    }
+#endif
+    alignas(64) T f[kW<T>];
+    for (int64_t l = 0; l < kW<T>; ++l) f[l] = (m >> l) & 1 ? T(1) : T(0);
+    return V<T>::load_aligned(f) * keep_scale;
+  }
+
+ private:
+  void gather4(int64_t j, uint32_t m[4]) const {
+#if XSIMD_WITH_AVX512F
+    if constexpr (kW<T> == 16) {  // one gather: 4 bytes (keys j .. j + 3) of every row
+      const __m512i g = _mm512_i32gather_epi32(rowoff_, keep_ + j, 1);
+      for (int t = 0; t < 4; ++t) m[t] = _mm512_test_epi32_mask(g, _mm512_set1_epi32(0xFF << (8 * t)));
+      return;
+    }
+#endif
+    for (int t = 0; t < 4; ++t) {
+      m[t] = 0;
+      for (int64_t l = 0; l < kW<T>; ++l)
+        m[t] |= static_cast<uint32_t>(keep_[std::min(l, rows_ - 1) * S_ + j + t] != 0) << l;
+    }
+  }
+
+  const uint8_t* keep_;
+  uint8_t* save_;
+  const uint8_t* saved_ = nullptr;
+  int64_t S_, rows_;
+#if XSIMD_WITH_AVX512F
+  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S
+#endif
+};
+
+// Bytes of the lane masks a forward saves per matrix (Blocks::total() / W keys, 2 bytes each,
+// and the last get4's overrun).
+template <class T>
+int64_t lane_mask_bytes(const Params& p) {
+  return 2 * (Blocks<T>(p).total() / kW<T> + 4);
 }
 
-// dropout()'s multiplier of the batch at keep: keep_scale where the mask byte is set, else 0
-// (mask / (1 - p) bit for bit)
+// exp of a batch: exp_clamped for float (callers zero the masked lanes), xsimd's for double
 template <class T>
-inline V<T> keep_factors(const uint8_t* keep, const V<T>& keep_scale) {
-  using B = V<T>;
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-  if constexpr (sizeof(B) == 64) {  // AVX-512: the bytes tested straight into a lane mask
-    const auto* p = reinterpret_cast<const __m128i*>(keep);
-    const __m128i k = B::size == 16 ? _mm_loadu_si128(p) : _mm_loadl_epi64(p);
-    const typename B::batch_bool_type set(
-        static_cast<typename B::batch_bool_type::register_type>(_mm_test_epi8_mask(k, k)));
-    return xsimd::select(set, keep_scale, B(T(0)));
+inline V<T> exp_batch(const V<T>& x) {
+  if constexpr (std::is_same_v<T, float>) return vec::exp_clamped(x);
+  else return xsimd::exp(x);
+}
+
+// xt (m, W) = the transpose of the rows x (rows <= W rows of m values, row stride ldx): lane l
+// of xt's row e is x[l * ldx + e]; lanes past rows are zeros
+template <class T>
+void pack_lanes(const T* x, int64_t ldx, int64_t rows, int64_t m, T* xt) {
+  constexpr int64_t W = kW<T>;
+  int64_t e0 = 0;  // columns below e0 done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; e0 + 16 <= m; e0 += 16) gemm_kernel::transpose_16x16(x + e0, ldx, xt + e0 * W, W);
+#endif
+  for (int64_t e = e0; e < m; ++e)
+    for (int64_t l = 0; l < W; ++l) xt[e * W + l] = l < rows ? x[l * ldx + e] : T(0);
+}
+
+// y[l * ldy + e] = yt[e * W + l] for l < rows, e < m: (m, W) lanes back into rows
+template <class T>
+void unpack_lanes(const T* yt, int64_t rows, int64_t m, T* y, int64_t ldy) {
+  constexpr int64_t W = kW<T>;
+  int64_t e0 = 0;
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; e0 + 16 <= m; e0 += 16) gemm_kernel::transpose_16x16(yt + e0 * W, W, y + e0, ldy);
+#endif
+  for (int64_t l = 0; l < rows; ++l)
+    for (int64_t e = e0; e < m; ++e) y[l * ldy + e] = yt[e * W + l];
+}
+
+// xt (m, n), row stride ldt = the transpose of the rows x (n rows of m values, row stride ldx):
+// k^T or v^T, once per matrix
+template <class T>
+void pack_transposed(const T* x, int64_t ldx, int64_t n, int64_t m, T* xt, int64_t ldt) {
+  int64_t jb = 0, eb = 0;  // rows below jb and columns below eb done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float>) {
+    jb = n / 16 * 16;
+    eb = m / 16 * 16;
+    for (int64_t j = 0; j < jb; j += 16)
+      for (int64_t e = 0; e < eb; e += 16)
+        gemm_kernel::transpose_16x16(x + j * ldx + e, ldx, xt + e * ldt + j, ldt);
   }
 #endif
-  alignas(64) T f[B::size];
-  for (std::size_t l = 0; l < B::size; ++l) f[l] = keep[l] ? T(1) : T(0);
-  return B::load_aligned(f) * keep_scale;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t e = j < jb ? eb : 0; e < m; ++e) xt[e * ldt + j] = x[j * ldx + e];
+  for (int64_t e = 0; e < m; ++e) std::fill(xt + e * ldt + n, xt + (e + 1) * ldt, T(0));
 }
 
-// Softmax of the strip's rows [r0, r1) over the scores in w (row i at w + i * Sp, computed on
-// [0, n(i))), in place: W on [0, ext(i)), zeros from n(i); with dropout also W' on [0, ext(i))
-// at wd + (i - r0) * Sp (keep: the matrix's mask, row stride S).
+// st (n, W) = alpha * xt^T (n, m) @ yt (m, W) for xt (m, n) with row stride ldt: a block's
+// scores^T or dW'^T, by tiles of kLaneTile keys
 template <class T>
-void softmax_strip(const Geometry<T>& g, T* w, const uint8_t* keep, T* wd, int64_t r0, int64_t r1) {
+void rows_product(int64_t n, int64_t m, const T* xt, int64_t ldt, const T* yt, T alpha, T* st) {
+  for (int64_t j0 = 0; j0 < n; j0 += kLaneTile)
+    micro_tile_rows<T, 1, true, kLaneTile>(std::min(kLaneTile, n - j0), m, xt + j0, ldt, yt, kW<T>, alpha,
+                                           st + j0 * kW<T>, kW<T>);
+}
+
+// y (rows, m) = (a^T (m, kc) @ bt (kc, W))^T for the rows a (kc rows of m values, row stride
+// lda) and a (kc, W) array bt: a block's out or dq rows, by tiles of kLaneTile columns through
+// ct (kLaneTile, W); with ls (W values), row l of y also times ls[l]
+template <class T>
+void lanes_product(int64_t m, int64_t kc, const T* a, int64_t lda, const T* bt, T* ct, int64_t rows, T* y,
+                   int64_t ldy, const T* ls = nullptr) {
+  for (int64_t e0 = 0; e0 < m; e0 += kLaneTile) {
+    const int64_t mr = std::min(kLaneTile, m - e0);
+    micro_tile_rows<T, 1, true, kLaneTile>(mr, kc, a + e0, lda, bt, kW<T>, T(1), ct, kW<T>);
+    if (ls)
+      for (int64_t e = 0; e < mr; ++e)
+        (V<T>::load_unaligned(ct + e * kW<T>) * V<T>::load_unaligned(ls)).store_unaligned(ct + e * kW<T>);
+    unpack_lanes(ct, rows, mr, y + e0, ldy);
+  }
+}
+
+// C (rows, n) = alpha * A (rows, kc) @ B (kc, n): A(r, k) at a[k * lda + r] when TA, else
+// a[r * lda + k]; B's row k at b + k * ldb, read in whole vectors (to n rounded up to W); C's
+// row r at c + r * ldc, written in whole vectors. By tiles of NV = 4, 2 or 1 vectors of columns
+// (as many as the columns fill) and kRowAcc / NV rows: a block's scores or dW' in rows, its out
+// or dq rows. With ra, row r times ra[r] instead of alpha.
+template <class T, bool TA>
+void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T alpha,
+               T* c, int64_t ldc, const T* ra = nullptr) {
+  constexpr int64_t W = kW<T>, R4 = kRowAcc / 4, R2 = kRowAcc / 2, R1 = std::min<int64_t>(kRowAcc, 16);
+  for (int64_t j0 = 0; j0 < n;) {
+    const int64_t left = (n - j0 + W - 1) / W;  // vectors
+    const int64_t nv = left >= 4 ? 4 : left >= 2 ? 2 : 1, mr_max = nv == 4 ? R4 : nv == 2 ? R2 : R1;
+    const int64_t step = even_tiles(rows, mr_max);
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+      const int64_t mr = std::min(step, rows - r0);
+      const T* ar = a + (TA ? r0 : r0 * lda);
+      T* cr = c + r0 * ldc + j0;
+      const T* rr = ra ? ra + r0 : nullptr;
+      if (nv == 4) micro_tile_rows<T, 4, TA, R4>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
+      else if (nv == 2) micro_tile_rows<T, 2, TA, R2>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
+      else micro_tile_rows<T, 1, TA, R1>(mr, kc, ar, lda, b + j0, ldb, alpha, cr, ldc, rr);
+    }
+    j0 += nv * W;
+  }
+}
+
+// st (n, W) = the rows x (rows of n values, row stride ldx) in lanes: st[j * W + l] = x[l * ldx + j],
+// zero lanes past rows
+template <class T>
+void lanes_from_rows(const T* x, int64_t ldx, int64_t rows, int64_t n, T* st) {
   constexpr int64_t W = kW<T>;
-  const int64_t Sp = g.Sp, S = g.P.S;
+  int64_t j0 = 0;  // keys below j0 done by 16 x 16 blocks
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && W == 16)
+    if (rows == W)
+      for (; j0 + 16 <= n; j0 += 16) gemm_kernel::transpose_16x16(x + j0, ldx, st + j0 * W, W);
+#endif
+  for (int64_t j = j0; j < n; ++j)
+    for (int64_t l = 0; l < W; ++l) st[j * W + l] = l < rows ? x[l * ldx + j] : T(0);
+}
+
+// The softmax down the columns of a block's scores^T st (n, W) (block's first row i0), but for
+// its division: st becomes E = exp(s - max), zeros where a row does not see the key, and inv
+// (W values) 1 / the column sums, so that W = E * inv (scale_lanes) and out = (E v) * inv row
+// by row; with keep also E' = E * mask / (1 - p) into wd (n, W), out = (E' v) * inv, and then
+// with normalize st scaled into W in the same pass.
+template <class T>
+void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLanes<T>* keep, T* wd, T* inv,
+                   bool normalize) {
+  constexpr int64_t W = kW<T>;
   const T ninf = -std::numeric_limits<T>::infinity();
-  const V<T> vks(g.keep_scale()), zero(T(0));
-  T red[kPassRows];
-  for (int64_t i0 = r0; i0 < r1; i0 += kPassRows) {
-    const int64_t i1 = std::min(i0 + kPassRows, r1);
-    for (int64_t i = i0; i < i1; ++i) {  // red = the row's max over [0, n), -inf padded to whole vectors
-      T* row = w + i * Sp;
-      const int64_t n = g.P.valid(i), ne = round_up(n, W);
-      if (n % W) {
-        const int64_t j = ne - W;
-        xsimd::select(lanes_below<T>(n - j), V<T>::load_unaligned(row + j), V<T>(ninf))
-            .store_unaligned(row + j);
-      }
-      V<T> mx(ninf);
-      for (int64_t j = 0; j < ne; j += W) mx = xsimd::max(mx, V<T>::load_unaligned(row + j));
-      red[i - i0] = hmax(mx);
-    }
-    for (int64_t i = i0; i < i1; ++i) {  // exp(scores - max) in place; red = 1 / sum
-      const int64_t n = g.P.valid(i);
-      T* row = w + i * Sp;
-      if (n > 0) red[i - i0] = T(1) / vec::exp_sub_sum<T>(row, row, round_up(n, W), red[i - i0]);
-    }
-    for (int64_t i = i0; i < i1; ++i) {  // W = e / sum, W' = W * mask / (1 - p); zeros from n
-      T* row = w + i * Sp;
-      T* rd = wd ? wd + (i - r0) * Sp : nullptr;
-      const uint8_t* kr = keep ? keep + i * S : nullptr;
-      const int64_t n = g.P.valid(i), ext = g.ext(i);
-      const V<T> inv(red[i - i0]);
-      for (int64_t j = 0; j < ext; j += W) {
-        const auto live = lanes_below<T>(n - j);
-        const V<T> x = xsimd::select(live, V<T>::load_unaligned(row + j) * inv, zero);
-        x.store_unaligned(row + j);
-        if (rd) xsimd::select(live, x * keep_factors<T>(kr + j, vks), zero).store_unaligned(rd + j);
-      }
+  const int64_t diag = p.causal ? i0 + 1 : n;  // keys from here on: lanes l < j - i0 masked
+  auto score = [&](int64_t j) {                // masked lanes -inf
+    const V<T> x = V<T>::load_unaligned(st + j * W);
+    return j < diag ? x : xsimd::select(lanes_below<T>(j - i0), V<T>(ninf), x);
+  };
+  V<T> m0(ninf), m1(ninf), m2(ninf), m3(ninf);  // the max, in four chains
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    m0 = xsimd::max(m0, score(j));
+    m1 = xsimd::max(m1, score(j + 1));
+    m2 = xsimd::max(m2, score(j + 2));
+    m3 = xsimd::max(m3, score(j + 3));
+  }
+  for (; j < n; ++j) m0 = xsimd::max(m0, score(j));
+  const V<T> mx = xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3));
+  auto exp_at = [&](int64_t j) {  // e = exp(s - max) stored, zeros where masked
+    V<T> e = exp_batch<T>(V<T>::load_unaligned(st + j * W) - mx);
+    if (j >= diag) e = xsimd::select(lanes_below<T>(j - i0), V<T>(T(0)), e);
+    e.store_unaligned(st + j * W);
+    return e;
+  };
+  V<T> s0(T(0)), s1(T(0));  // the sum, in two chains
+  for (j = 0; j + 2 <= n; j += 2) {
+    s0 += exp_at(j);
+    s1 += exp_at(j + 1);
+  }
+  if (j < n) s0 += exp_at(j);
+  const V<T> vinv = n > 0 ? V<T>(T(1)) / (s0 + s1) : V<T>(T(0));  // no keys: out is zeros, as torch
+  vinv.store_unaligned(inv);
+  if (!keep) return;
+  const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0));  // as dropout()
+  for (int64_t j0 = 0; j0 < n; j0 += 4) {
+    uint32_t m[4];
+    keep->get4(j0, m);
+    for (int64_t j = j0; j < std::min(j0 + 4, n); ++j) {
+      const V<T> e = V<T>::load_unaligned(st + j * W);
+      (e * KeepLanes<T>::factors(m[j - j0], vks)).store_unaligned(wd + j * W);
+      if (normalize) (e * vinv).store_unaligned(st + j * W);
     }
   }
 }
 
-// Softmax backward of the strip's rows [r0, r1), all in (L, Sp) buffers of the matrix: dp holds
-// dW' = dO v^T on [0, n(i)) and becomes dS on [0, ext(i)) (null: dq, dk not wanted); with wd
-// (dropout, dv wanted) also W' on [0, ext(i)).
+// st (n, W) times inv (W values) lane by lane, in place: E into W
 template <class T>
-void softmax_backward_strip(const Geometry<T>& g, const T* w, const uint8_t* keep, T* dp, T* wd, int64_t r0,
-                            int64_t r1) {
-  constexpr int64_t W = kW<T>;
-  const int64_t Sp = g.Sp, S = g.P.S;
-  const V<T> vks(g.keep_scale()), vscale(static_cast<T>(g.P.scale)), zero(T(0));
-  T red[kPassRows];
-  for (int64_t i0 = r0; i0 < r1; i0 += kPassRows) {
-    const int64_t i1 = std::min(i0 + kPassRows, r1);
-    if (dp)
-      for (int64_t i = i0; i < i1; ++i) {  // red = rowsum(dW * W), dW = dW' * mask / (1 - p)
-        const T* wr = w + i * Sp;
-        const T* dr = dp + i * Sp;
-        const uint8_t* kr = keep ? keep + i * S : nullptr;
-        const int64_t n = g.P.valid(i);
-        V<T> acc(T(0));
-        for (int64_t j = 0; j < n; j += W) {
-          V<T> d = V<T>::load_unaligned(dr + j);
-          if (kr) d = d * keep_factors<T>(kr + j, vks);
-          acc = xsimd::fma(xsimd::select(lanes_below<T>(n - j), d, zero), V<T>::load_unaligned(wr + j), acc);
-        }
-        red[i - i0] = xsimd::hadd(acc);
-      }
-    for (int64_t i = i0; i < i1; ++i) {  // dS = W * (dW - rowsum) * scale; W' = W * mask / (1 - p)
-      const T* wr = w + i * Sp;
-      T* dr = dp ? dp + i * Sp : nullptr;
-      T* rd = wd ? wd + i * Sp : nullptr;
-      const uint8_t* kr = keep ? keep + i * S : nullptr;
-      const int64_t n = g.P.valid(i), ext = g.ext(i);
-      const V<T> s(dp ? red[i - i0] : T(0));
-      for (int64_t j = 0; j < ext; j += W) {
-        const auto live = lanes_below<T>(n - j);
-        const V<T> x = V<T>::load_unaligned(wr + j);
-        const V<T> kf = kr ? keep_factors<T>(kr + j, vks) : V<T>(T(1));
-        if (dr) {
-          const V<T> d = V<T>::load_unaligned(dr + j) * kf;
-          xsimd::select(live, x * (d - s) * vscale, zero).store_unaligned(dr + j);
-        }
-        if (rd) xsimd::select(live, x * kf, zero).store_unaligned(rd + j);
-      }
-    }
-  }
+void scale_lanes(int64_t n, T* st, const T* inv) {
+  const V<T> x = V<T>::load_unaligned(inv);
+  for (int64_t j = 0; j < n; ++j) (V<T>::load_unaligned(st + j * kW<T>) * x).store_unaligned(st + j * kW<T>);
 }
 
-// ---- one matrix, forward and backward
+// ---- one matrix, forward (the backward: attention_backward.h)
 
-// Scratch (elements of T) forward_head needs: k^T slivers, padded v rows, a strip of W'.
+// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile, k^T.
 template <class T>
 int64_t forward_scratch(const Params& p) {
-  const Geometry<T> g(p);
-  return g.Sp * p.E + p.S * g.Evp + (p.dropout() ? std::min(p.block, p.L) * g.Sp : 0);
+  return (round_up(p.E, 16) + 3 * round_up(p.S, 16) + kLaneTile) * kW<T> + p.E * round_up(p.S, 16);
 }
 
-// out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: (L, Sp) receiving W (the
-// backward's), keep: the matrix's dropout mask (L, S) bytes, or null; scratch: forward_scratch.
+// out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
+// elements receiving W (the backward's); keep: the matrix's dropout mask (L, S) bytes, or
+// null; lanes: null, or lane_mask_bytes receiving keep as the backward reads it; scratch:
+// forward_scratch.
 template <class T>
 void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
-                  T* out, int64_t ldo, T* w, const uint8_t* keep, T* scratch) {
-  const Geometry<T> g(p);
-  const int64_t Sp = g.Sp, E = p.E, Ev = p.Ev, Evp = g.Evp;
-  T* kt = scratch;         // k^T slivers (E, kNR)
-  T* vp = kt + Sp * E;     // v rows (S, Evp)
-  T* wd = vp + p.S * Evp;  // the strip's W' (block, Sp) when dropping
-  pack_transposed_slivers(k, ldk, p.S, E, kt);
-  const auto [vb, ldvb] = b_rows(v, ldv, p.S, Ev, vp);
-  auto kt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(kt + j0 * E, kNR<T>); };
-  // (structured bindings are init-captured: clang 14, the fuzz build's compiler, cannot capture them)
-  auto vp_at = [vb = vb, ldvb = ldvb](int64_t j0) { return std::pair<const T*, int64_t>(vb + j0, ldvb); };
-  const T scale = static_cast<T>(p.scale);
-  for (int64_t r0 = 0; r0 < p.L; r0 += p.block) {
-    const int64_t r1 = std::min(r0 + p.block, p.L);
-    for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // P = scale * q k^T, up to each tile's last key
-      const int64_t mr = std::min(g.tile, r1 - i0);
-      row_panel<T, false>(mr, p.valid(i0 + mr - 1), E, q + i0 * ldq, ldq, kt_at, scale, w + i0 * Sp, Sp,
-                          true);
+                  T* out, int64_t ldo, T* w, const uint8_t* keep, uint8_t* lanes, T* scratch) {
+  constexpr int64_t W = kW<T>;
+  const Blocks<T> bl(p);
+  T* qt = scratch;                     // q_block^T (E, W)
+  T* st = qt + round_up(p.E, 16) * W;  // scores^T, then W^T (n, W), when w is null
+  T* wd = st + round_up(p.S, 16) * W;  // W'^T (n, W) when dropping
+  T* ot = wd + round_up(p.S, 16) * W;  // an out^T tile (kLaneTile, W)
+  const int64_t Sq = round_up(p.S, 16);
+  T* kt = ot + kLaneTile * W;  // k^T (E, Sq)
+  T* sr = kt + p.E * Sq;       // the block's scores in rows (W, Sq)
+  pack_transposed(k, ldk, p.S, p.E, kt, Sq);
+  for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
+    const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
+    T* sb = w ? w + off : st;
+    if (p.E >= 2 * W) {  // scores^T = scale * k q^T
+      rows_form<T, false>(rows, n, p.E, q + i0 * ldq, ldq, kt, Sq, static_cast<T>(p.scale), sr, Sq);
+      lanes_from_rows(sr, Sq, rows, n, sb);
+    } else {
+      pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
+      rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);
     }
-    softmax_strip(g, w, keep, keep ? wd : nullptr, r0, r1);
-    for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // out = W' v
-      const int64_t mr = std::min(g.tile, r1 - i0);
-      const T* a = keep ? wd + (i0 - r0) * Sp : w + i0 * Sp;
-      row_panel<T, false>(mr, Ev, p.valid(i0 + mr - 1), a, Sp, vp_at, T(1), out + i0 * ldo, ldo, false);
-    }
-  }
-}
-
-// Scratch backward_head needs: v^T slivers, padded k, q, dO rows, dS and W' (L, Sp).
-template <class T>
-int64_t backward_scratch(const Params& p) {
-  const Geometry<T> g(p);
-  return g.Sp * p.Ev + p.S * g.Ep + p.L * g.Ep + p.L * g.Evp + 2 * p.L * g.Sp;
-}
-
-// The gradients of one matrix (dq, dk, dv null when not wanted; q, k, v null when not needed:
-// k for dq, q for dk, v for dq and dk). See the top of the file for the formulas.
-template <class T>
-void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
-                   const T* dout, int64_t lddo, const T* w, const uint8_t* keep, T* dq, int64_t lddq, T* dk,
-                   int64_t lddk, T* dv, int64_t lddv, T* scratch) {
-  const Geometry<T> g(p);
-  const int64_t L = p.L, S = p.S, Sp = g.Sp, E = p.E, Ev = p.Ev, Ep = g.Ep, Evp = g.Evp;
-  const bool want_s = dq || dk, dropped = keep && dv;  // dv needs W' materialised
-  T* vt = scratch;                                     // v^T slivers (Ev, kNR)
-  T* kp = vt + Sp * Ev;                                // k rows (S, Ep)
-  T* qp = kp + S * Ep;                                 // q rows (L, Ep)
-  T* dop = qp + L * Ep;                                // dO rows (L, Evp)
-  T* ds = dop + L * Evp;                               // dW', then dS (L, Sp)
-  T* wd = ds + L * Sp;                                 // W' (L, Sp)
-  if (want_s) pack_transposed_slivers(v, ldv, S, Ev, vt);
-  const auto [kb, ldkb] = dq ? b_rows(k, ldk, S, E, kp) : std::pair<const T*, int64_t>();
-  const auto [qb, ldqb] = dk ? b_rows(q, ldq, L, E, qp) : std::pair<const T*, int64_t>();
-  const auto [dob, lddob] = dv ? b_rows(dout, lddo, L, Ev, dop) : std::pair<const T*, int64_t>();
-  auto vt_at = [&](int64_t j0) { return std::pair<const T*, int64_t>(vt + j0 * Ev, kNR<T>); };
-  auto kp_at = [kb = kb, ldkb = ldkb](int64_t j0) { return std::pair<const T*, int64_t>(kb + j0, ldkb); };
-  for (int64_t r0 = 0; r0 < L; r0 += p.block) {
-    const int64_t r1 = std::min(r0 + p.block, L);
-    if (want_s)
-      for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // dW' = dO v^T
-        const int64_t mr = std::min(g.tile, r1 - i0);
-        row_panel<T, false>(mr, p.valid(i0 + mr - 1), Ev, dout + i0 * lddo, lddo, vt_at, T(1), ds + i0 * Sp,
-                            Sp, true);
-      }
-    softmax_backward_strip(g, w, keep, want_s ? ds : nullptr, dropped ? wd : nullptr, r0, r1);
-    if (dq)
-      for (int64_t i0 = r0; i0 < r1; i0 += g.tile) {  // dq = dS k
-        const int64_t mr = std::min(g.tile, r1 - i0);
-        row_panel<T, false>(mr, E, p.valid(i0 + mr - 1), ds + i0 * Sp, Sp, kp_at, T(1), dq + i0 * lddq, lddq,
-                            false);
-      }
-  }
-  // dk = dS^T q, dv = W'^T dO, by tiles of columns [j0, j0 + mr): rows i < j0 see none of them
-  const T* wv = dropped ? wd : w;
-  for (int64_t j0 = 0; j0 < S; j0 += g.tile) {
-    const int64_t mr = std::min(g.tile, S - j0), i0 = p.causal ? std::min(j0, L) : 0;
-    auto qp_at = [qb = qb, ldqb = ldqb, i0](int64_t e0) {
-      return std::pair<const T*, int64_t>(qb + i0 * ldqb + e0, ldqb);
-    };
-    auto dop_at = [dob = dob, lddob = lddob, i0](int64_t e0) {
-      return std::pair<const T*, int64_t>(dob + i0 * lddob + e0, lddob);
-    };
-    if (dk)
-      row_panel<T, true>(mr, E, L - i0, ds + i0 * Sp + j0, Sp, qp_at, T(1), dk + j0 * lddk, lddk, false);
-    if (dv)
-      row_panel<T, true>(mr, Ev, L - i0, wv + i0 * Sp + j0, Sp, dop_at, T(1), dv + j0 * lddv, lddv, false);
+    const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows, lanes ? lanes + 2 * off / W : nullptr);
+    alignas(64) T inv[kW<T>];
+    softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd, inv, w != nullptr);
+    if (p.Ev % W == 0)  // out = W' v = (E' v) * inv
+      rows_form<T, true>(rows, p.Ev, n, keep ? wd : sb, W, v, ldv, T(1), out + i0 * ldo, ldo, inv);
+    else lanes_product(p.Ev, n, v, ldv, keep ? wd : sb, ot, rows, out + i0 * ldo, ldo, inv);
+    if (w && !keep) scale_lanes(n, sb, inv);  // W for the backward
+    off += n * W;
   }
 }
 
