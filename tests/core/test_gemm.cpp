@@ -190,10 +190,10 @@ TEST(Gemm, FewRowsHaveTheSameBitsAsTheSameRowsOfABigProduct) {
 
 // linear's backward takes the bias gradient (dY's column sums) from the weight gradient's GEMM
 // (dW = dY^T X reads dY packed; the sums come from the copy) where it can, else from a pass of
-// its own: either way the sums of its composed twin, dY's columns added in double in row order,
-// to the bit, and dW the same bits as without a bias; dY^T packed (out >= 384, or 192 with the
-// sums) or not, in groups of row tiles (1000 rows of dY^T), over two column panels of dW
-// (in = 800), at 1, 2 and 3 threads.
+// its own (also when the weight wants no gradient): either way the sums of its composed twin, dY's columns
+// added in double in row order, to the bit, and dW the same bits as without a bias; dY^T packed (out >= 384,
+// or 192 with the sums) or not, in groups of row tiles (1000 rows of dY^T), over two column panels of dW (in
+// = 800), at 1, 2 and 3 threads.
 TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
   for (const auto& [batch, rows, in, out] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 300, 20, 400},
                                              {3, 100, 20, 400},
@@ -216,9 +216,12 @@ TEST(Gemm, LinearBiasGradFromTheWeightGradGemmEqualsColumnSums) {
       linear(xl, wl, bl).backward(dy);
       const Tensor wn = w.detach().requires_grad_();
       linear(x, wn, Tensor()).backward(dy);
+      const Tensor bo = b.detach().requires_grad_();  // no weight gradient: the sums' own pass
+      linear(x, w, bo).backward(dy);
       const std::string at = std::to_string(batch) + "x" + std::to_string(rows) + "x" + std::to_string(in) +
                              " -> " + std::to_string(out) + " at " + std::to_string(threads) + " threads";
       EXPECT_EQ(std::memcmp(bl.grad().raw_data_ptr(), want.data(), want.size() * sizeof(float)), 0) << at;
+      EXPECT_EQ(std::memcmp(bo.grad().raw_data_ptr(), want.data(), want.size() * sizeof(float)), 0) << at;
       EXPECT_EQ(std::memcmp(wl.grad().raw_data_ptr(), wn.grad().raw_data_ptr(),
                             static_cast<std::size_t>(out * in) * sizeof(float)),
                 0)

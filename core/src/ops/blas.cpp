@@ -49,6 +49,14 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 
+void row_sums(bool ta, int64_t m, int64_t k, const float* a, int64_t lda, float* sums) {
+  gemm_kernel::row_sums(ta, m, k, a, lda, sums, get_num_threads() > 1 && !in_parallel_region());
+}
+
+void row_sums(bool ta, int64_t m, int64_t k, const double* a, int64_t lda, double* sums) {
+  gemm_kernel::row_sums(ta, m, k, a, lda, sums, get_num_threads() > 1 && !in_parallel_region());
+}
+
 bool gemm_splits(int64_t m, int64_t n, int64_t k) {
   return get_num_threads() > 1 && !in_parallel_region() &&
          2.0 * double(m) * double(n) * double(k) >= kParallelFlops;

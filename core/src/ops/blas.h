@@ -21,6 +21,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
           const double* bias = nullptr, double* a_row_sums = nullptr);
 
+// sums[i] = the sum over k of op(A)[i, k], accumulated in double, k in order: what gemm's
+// a_row_sums gives, without the product (the bias gradient when the weight needs none).
+void row_sums(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, float* sums);
+void row_sums(bool trans_a, int64_t m, int64_t k, const double* a, int64_t lda, double* sums);
+
 // Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.
 inline constexpr double kParallelFlops = 4e6;
 

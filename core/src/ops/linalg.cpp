@@ -317,24 +317,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// db = dout summed over every dim but the last, accumulated in double.
+// db = dout summed over every dim but the last, accumulated in double: the row sums of dout^T,
+// the same kernel (and bits) as the sums the weight gradient's GEMM takes beside it.
 Tensor bias_grad(const Tensor& dout, int64_t features) {
   Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
   Tensor db = empty({features}, dout.dtype());
+  const int64_t rows = features == 0 ? 0 : d.numel() / features;
   kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    const T* p = d.data_ptr<T>();
-    T* o = db.data_ptr<T>();
-    const int64_t rows = features == 0 ? 0 : d.numel() / features;
-    // threads split the features; each column is summed over the rows in order, as serially
-    kernels::parallel_rows(features, rows, kernels::kGrain, [&](int64_t j0, int64_t j1) {
-      std::vector<double> acc(static_cast<std::size_t>(j1 - j0), 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* row = p + r * features;
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += static_cast<double>(row[j]);
-      }
-      for (int64_t j = j0; j < j1; ++j) o[j] = static_cast<T>(acc[j - j0]);
-    });
+    blas::row_sums(true, features, rows, d.data_ptr<T>(), std::max<int64_t>(features, 1), db.data_ptr<T>());
   });
   return db;
 }
