@@ -150,8 +150,9 @@ inline T sum(const T* a, int64_t n) {
 // [-ln2/2, ln2/2], relative error 4e-9 before rounding, so within about 1 ulp; Cephes' expf
 // needs a degree-5 P for the same), times 2^n built in the exponent bits. No special cases
 // and no division: about 14 instructions for a whole batch, where xsimd::exp also handles the
-// full range. NaN in gives NaN for a scalar and under AVX-512, an unspecified finite value
-// in other batches: callers multiply by x.
+// full range. NaN in gives NaN for a scalar only: a batch's clamp returns a bound for a NaN
+// lane (maxps and minps return their second operand then, and AVX-512DQ's vrangeps returns
+// 80), so a batch gives a finite value: callers multiply by x, or use exp_nonpositive.
 // reference: Cephes expf.c (the two-part ln2); the ISA-neutral form of ggml's ggml_v_expf.
 template <class V>
 inline V exp_clamped(V z) {
