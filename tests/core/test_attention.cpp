@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -333,6 +335,12 @@ TEST(ScaledDotProductAttention, ClearErrors) {
   expect_error([&] { scaled_dot_product_attention(q, k, v, 1.5); }, "1.5");
   expect_error([&] { scaled_dot_product_attention(q, k, v, -0.1); }, "-0.1");
   expect_error([&] { scaled_dot_product_attention(q, k, Tensor()); }, "undefined");
+  // with dropout, the mask is gathered at 32-bit offsets l * S (lanes l < 16): longer key
+  // sequences are refused before anything is allocated (the expanded key and value have
+  // S rows but one row's memory)
+  const int64_t S = int64_t{std::numeric_limits<int32_t>::max()} / 15 + 1;
+  Tensor long_kv = zeros({1, 1, 4}).expand({1, S, 4});
+  expect_error([&] { scaled_dot_product_attention(zeros({1, 16, 4}), long_kv, long_kv, 0.1); }, "143165577");
 }
 
 }  // namespace xgrad::testing

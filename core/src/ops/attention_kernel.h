@@ -254,7 +254,8 @@ class KeepLanes {
   const uint8_t* saved_ = nullptr;
   int64_t S_, rows_;
 #if XSIMD_WITH_AVX512F
-  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S
+  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S (int32: sdpa refuses
+                                             // S > INT32_MAX / 15 with dropout)
 #endif
 };
 
