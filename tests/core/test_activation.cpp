@@ -162,7 +162,7 @@ TEST(Activations, GeluTanhIsGpt2Formula) {
   expect_close(gelu(x, "tanh"), ref, 1e-13, 1e-15, "gelu tanh");
 }
 
-// float32 runs the tanh form as x * sigmoid(2u) on a polynomial exp (vec::gelu_tanh): its
+// float32 runs the tanh form as x / (1 + exp(-2u)) on a polynomial exp (vec::gelu_tanh): its
 // value and gradient against the float64 composition of GPT-2's formula, over a range that
 // reaches the clamped exp, at lengths with and without a scalar tail.
 TEST(Activations, GeluTanhFloatMatchesTheComposedFormula) {
@@ -177,6 +177,53 @@ TEST(Activations, GeluTanhFloatMatchesTheComposedFormula) {
     y.backward(ones_like(y));
     ref.backward(ones_like(ref));
     expect_close(x.grad().to(kFloat64), xd.grad(), 2e-5, 2e-6, "grad");
+  }
+}
+
+// Past |x| = 10, float's tanh-GELU is torch's exactly: 0.5 (1 + tanh(u)) is 1 or 0 there, so
+// y = x or -0 and dy/dx = 1 or 0, with NaN where torch's formulas give one (y at -inf, dy/dx
+// where x^2 overflows). Each x fills a tensor of 37, so it runs in whole vectors and in the
+// scalar tail. torch 1.13's numbers, float32, printed by
+//   python3 -c "import torch; x = torch.full((37,), v, requires_grad=True);
+//     y = torch.nn.functional.gelu(x, approximate='tanh'); y.backward(torch.ones(37));
+//     print(y[36].item(), x.grad[36].item())"
+TEST(Activations, GeluTanhFloatSaturatesLikeTorch) {
+  const float inf = INFINITY, nan = NAN;
+  struct Row {
+    float x, y, dx;
+  };
+  const Row rows[] = {
+      {1e12f, 1e12f, 1.0f}, {-1e12f, -0.0f, 0.0f},  // the clamped exp gave dy/dx 4.86 and -3.86
+      {1e38f, 1e38f, nan},  {-1e38f, -0.0f, nan},   // x^2 overflows: torch's dy/dx is NaN
+      {inf, inf, nan},      {-inf, nan, nan},      {nan, nan, nan},
+      {10.0f, 10.0f, 1.0f}, {-10.0f, -0.0f, 0.0f},  // the first saturated values
+      {9.99f, 9.99f, 1.0f}, {-9.99f, -0.0f, 0.0f},  // below 10: the formula, within 1e-30
+  };
+  // a equals torch's b: the same bits (the sign of a zero too), any NaN for NaN; below |x| = 10,
+  // where float keeps its own rounding, within 1e-30
+  auto same = [](float a, float b, float x) {
+    if (std::isnan(b)) return std::isnan(a);
+    if (std::fabs(x) < 10.0f) return std::fabs(a - b) <= 1e-30f;
+    return a == b && std::signbit(a) == std::signbit(b);
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(::testing::Message() << "x " << r.x);
+    Tensor x = full({37}, r.x).requires_grad_();
+    Tensor y = gelu(x, "tanh");
+    y.backward(ones_like(y));
+    const std::vector<float> ys = y.to_vector<float>(), dxs = x.grad().to_vector<float>();
+    for (std::size_t i = 0; i < ys.size(); ++i) {  // the first difference of each
+      if (!same(ys[i], r.y, r.x)) {
+        ADD_FAILURE() << "y[" << i << "] = " << ys[i] << ", torch " << r.y;
+        break;
+      }
+    }
+    for (std::size_t i = 0; i < dxs.size(); ++i) {
+      if (!same(dxs[i], r.dx, r.x)) {
+        ADD_FAILURE() << "dx[" << i << "] = " << dxs[i] << ", torch " << r.dx;
+        break;
+      }
+    }
   }
 }
 

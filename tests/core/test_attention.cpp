@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -86,6 +88,46 @@ std::vector<Case> cases() {
   };
 }
 
+// expect_close, and exactly zero wherever expected is exactly zero (a weight that should be 0
+// but is exp(-80) ~ 1.8e-35 passes any tolerance)
+void expect_close_and_zeros(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  expect_close(actual, expected, 1e-4, 2e-5, what);
+  const std::vector<float> a = actual.to_vector<float>(), e = expected.to_vector<float>();
+  int reported = 0;
+  for (std::size_t i = 0; i < a.size() && i < e.size(); ++i)
+    if (e[i] == 0.0f && a[i] != 0.0f && reported++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " is " << a[i] << ", expected exactly 0";
+}
+
+// float32 sdpa and the composed ops from leaves q, k, v (modified in place by `edit` first):
+// out and the three gradients agree, NaN for NaN, exact zeros for exact zeros. The float
+// softmax's exp is a clamped polynomial (vec::exp_clamped): NaN must stay NaN on every ISA
+// (the clamp made it exp(-80), or exp(80) under AVX-512DQ), and a -inf score must weigh
+// exactly 0, not exp(-80). Head dim 20 (a whole vector and a tail), 37 queries, 45 keys.
+void expect_special_scores_like_composed(bool causal, bool grads, void (*edit)(float* q, float* k)) {
+  SCOPED_TRACE(::testing::Message() << "causal " << causal);
+  Generator init(31);
+  Tensor q = randn({1, 2, 37, 20}, &init), k = randn({1, 2, 45, 20}, &init), v = randn({1, 2, 45, 20}, &init);
+  edit(q.data_ptr<float>(), k.data_ptr<float>());
+  q.requires_grad_();
+  k.requires_grad_();
+  v.requires_grad_();
+  Tensor g = randn({1, 2, 37, 20}, &init);
+  Tensor fused = scaled_dot_product_attention(q, k, v, 0.0, causal);
+  Tensor composed = composed_attention(q, k, v, 0.0, causal, nullptr);
+  expect_close_and_zeros(fused, composed, "out");
+  if (!grads) return;
+  fused.backward(g);
+  Tensor dq = q.grad(), dk = k.grad(), dv = v.grad();
+  q.set_grad(Tensor());
+  k.set_grad(Tensor());
+  v.set_grad(Tensor());
+  composed.backward(g);
+  expect_close_and_zeros(dq, q.grad(), "dq");
+  expect_close_and_zeros(dk, k.grad(), "dk");
+  expect_close_and_zeros(dv, v.grad(), "dv");
+}
+
 }  // namespace
 
 TEST(ScaledDotProductAttention, EqualsComposedOpsFloat32) {
@@ -109,6 +151,30 @@ TEST(ScaledDotProductAttention, SmallBlocksEqualComposedOps) {
     expect_equivalent(c, kFloat64, 0.2, 1e-10, 1e-12, 16);
     expect_equivalent(c, kFloat64, 0.0, 1e-10, 1e-12, 7);
   }
+}
+
+TEST(ScaledDotProductAttention, NanScoresGiveNanRowsLikeComposedOps) {
+  // head 0: query row 5 and key row 11 NaN (non-causal: every row of head 0 is NaN; causal:
+  // row 5 and the rows from 11 on); head 1 untouched. Causal, only out is compared: the
+  // composed softmax makes a NaN row's masked weights NaN too, so its dk and dv are NaN for
+  // keys 37..44, which no query sees and the kernel skips (leaving 0).
+  for (bool causal : {false, true})
+    expect_special_scores_like_composed(causal, !causal, [](float* q, float* k) {
+      q[5 * 20 + 3] = NAN;
+      k[11 * 20 + 7] = NAN;
+    });
+}
+
+TEST(ScaledDotProductAttention, MinusInfScoresWeighExactlyZeroLikeComposedOps) {
+  // q[..., 0] = 2 and k[..., 13, 0] = -3e38: key 13's scores overflow to -inf in both heads
+  // (from finite inputs, so every gradient is finite) and its weight is exactly 0: dv's and
+  // dk's rows 13 are exact zeros, and dq, where that weight meets -3e38, is off by ~1e3 if it
+  // is exp(-80) instead (with the causal mask's -inf as well)
+  for (bool causal : {false, true})
+    expect_special_scores_like_composed(causal, true, [](float* q, float* k) {
+      for (int64_t r = 0; r < 2 * 37; ++r) q[r * 20] = 2.0f;
+      for (int64_t h = 0; h < 2; ++h) k[(h * 45 + 13) * 20] = -3e38f;
+    });
 }
 
 TEST(ScaledDotProductAttention, OnlyTheInputsThatRequireGradGetOne) {
@@ -269,6 +335,12 @@ TEST(ScaledDotProductAttention, ClearErrors) {
   expect_error([&] { scaled_dot_product_attention(q, k, v, 1.5); }, "1.5");
   expect_error([&] { scaled_dot_product_attention(q, k, v, -0.1); }, "-0.1");
   expect_error([&] { scaled_dot_product_attention(q, k, Tensor()); }, "undefined");
+  // with dropout, the mask is gathered at 32-bit offsets l * S (lanes l < 16): longer key
+  // sequences are refused before anything is allocated (the expanded key and value have
+  // S rows but one row's memory)
+  const int64_t S = int64_t{std::numeric_limits<int32_t>::max()} / 15 + 1;
+  Tensor long_kv = zeros({1, 1, 4}).expand({1, S, 4});
+  expect_error([&] { scaled_dot_product_attention(zeros({1, 16, 4}), long_kv, long_kv, 0.1); }, "143165577");
 }
 
 }  // namespace xgrad::testing

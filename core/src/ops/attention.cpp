@@ -26,7 +26,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -129,6 +131,12 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
            "xgrad does not broadcast them), got ",
            shapes());
   check_dropout_p(kOp, p);
+  // the kernel gathers a block's dropout mask at 32-bit offsets l * S, lanes l < 16
+  // (attention_kernel::KeepLanes); checked before anything of S is copied or allocated
+  constexpr int64_t kMaxDropoutS = std::numeric_limits<int32_t>::max() / 15;
+  if (p > 0.0 && k.size(-2) > kMaxDropoutS)
+    fail(kOp, "with dropout the key sequence length S (dim -2) must be at most ", kMaxDropoutS, ", got ",
+         shapes());
 }
 
 // Per operand: its data, its matrices' offsets and row stride (null / empty / 1 when not used),

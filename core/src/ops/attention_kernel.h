@@ -44,7 +44,7 @@
 #endif
 
 #include "ops/gemm_kernel.h"  // transpose_16x16
-#include "ops/vec_math.h"     // exp_clamped
+#include "ops/vec_math.h"     // exp_nonpositive
 
 namespace xgrad::attention_kernel {
 
@@ -254,7 +254,8 @@ class KeepLanes {
   const uint8_t* saved_ = nullptr;
   int64_t S_, rows_;
 #if XSIMD_WITH_AVX512F
-  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S
+  __m512i rowoff_ = _mm512_setzero_si512();  // the lanes' row offsets l * S (int32: sdpa refuses
+                                             // S > INT32_MAX / 15 with dropout)
 #endif
 };
 
@@ -263,13 +264,6 @@ class KeepLanes {
 template <class T>
 int64_t lane_mask_bytes(const Params& p) {
   return 2 * (Blocks<T>(p).total() / kW<T> + 4);
-}
-
-// exp of a batch: exp_clamped for float (callers zero the masked lanes), xsimd's for double
-template <class T>
-inline V<T> exp_batch(const V<T>& x) {
-  if constexpr (std::is_same_v<T, float>) return vec::exp_clamped(x);
-  else return xsimd::exp(x);
 }
 
 // xt (m, W) = the transpose of the rows x (rows <= W rows of m values, row stride ldx): lane l
@@ -411,8 +405,12 @@ void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLane
   }
   for (; j < n; ++j) m0 = xsimd::max(m0, score(j));
   const V<T> mx = xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3));
-  auto exp_at = [&](int64_t j) {  // e = exp(s - max) stored, zeros where masked
-    V<T> e = exp_batch<T>(V<T>::load_unaligned(st + j * W) - mx);
+  // e = exp(s - max) stored, zeros where masked. exp_nonpositive (float: exp_clamped's
+  // polynomial) gives exactly 0 below -80, so a -inf score weighs exactly 0, and keeps NaN: a
+  // NaN score (which the max may skip) makes its row's sum, and so the whole row, NaN, as
+  // torch's softmax does. (Masked lanes may be positive: clamped, then zeroed.)
+  auto exp_at = [&](int64_t j) {
+    V<T> e = vec::exp_nonpositive<T>(V<T>::load_unaligned(st + j * W) - mx);
     if (j >= diag) e = xsimd::select(lanes_below<T>(j - i0), V<T>(T(0)), e);
     e.store_unaligned(st + j * W);
     return e;

@@ -214,11 +214,12 @@ void pack_a(const T* a, bool ta, int64_t lda, int64_t i0, int64_t mr, int64_t k0
 }
 
 // sums[r] += p[k * kMR + r] in double for r < mr, k < kn in order: the row sums of a packed
-// A tile (op(A)'s rows; with AVX-512, 14 floats a k in two registers of 8 and 6 doubles).
+// A tile (op(A)'s rows; with AVX-512, 14 floats a k in two registers of 8 and 6 doubles: the
+// masked 256-bit loads need AVX512VL).
 template <class T>
 void add_rows_f64(const T* p, int64_t kn, int64_t mr, double* sums) {
   constexpr int64_t MR = Tile<T>::kMR;
-#if XSIMD_WITH_AVX512F
+#if XSIMD_WITH_AVX512F && defined(__AVX512VL__)
   if constexpr (std::is_same_v<T, float> && MR == 14) {
     const __mmask8 m0 = static_cast<__mmask8>(mr >= 8 ? 0xff : (1u << mr) - 1),
                    m1 = static_cast<__mmask8>(mr <= 8 ? 0 : (1u << (mr - 8)) - 1);

@@ -53,6 +53,12 @@ template <class V>
 inline V vlog(const V& v) {
   return xsimd::log(v);
 }
+// c ? a : b, lane by lane for a batch (xsimd 8 has no scalar select)
+template <class C, class V>
+inline V vselect(const C& c, const V& a, const V& b) {
+  if constexpr (std::is_arithmetic_v<V>) return c ? a : b;
+  else return xsimd::select(c, a, b);
+}
 
 // y[i] = f(x[i]) for i < n (x and y may alias).
 template <class T, class F>
@@ -150,8 +156,9 @@ inline T sum(const T* a, int64_t n) {
 // [-ln2/2, ln2/2], relative error 4e-9 before rounding, so within about 1 ulp; Cephes' expf
 // needs a degree-5 P for the same), times 2^n built in the exponent bits. No special cases
 // and no division: about 14 instructions for a whole batch, where xsimd::exp also handles the
-// full range. NaN in gives NaN for a scalar and under AVX-512, an unspecified finite value
-// in other batches: callers multiply by x.
+// full range. NaN in gives NaN for a scalar only: a batch's clamp returns a bound for a NaN
+// lane (maxps and minps return their second operand then, and AVX-512DQ's vrangeps returns
+// 80), so a batch gives a finite value: callers multiply by x, or use exp_nonpositive.
 // reference: Cephes expf.c (the two-part ln2); the ISA-neutral form of ggml's ggml_v_expf.
 template <class V>
 inline V exp_clamped(V z) {
@@ -255,12 +262,18 @@ inline void logsumexp_rows(const T* x, int64_t C, int64_t r0, int64_t r1, T* lse
 // division, a polynomial and a select): 2x faster on a 1M-element tensor, where it runs at
 // memory speed. double keeps the tanh form. (A reciprocal estimate plus a Newton step in place
 // of the division measured no faster: the division is not the bottleneck.)
+// From |x| = 10 on (|u| > 43), 0.5 (1 + tanh(u)) is exactly h = 1 (x > 0) or 0 in float, so
+// torch's float formulas give exactly y = x h (x, or -0; NaN at -inf) and dy/dx = h +
+// 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2) = h + x * 0 * x^2 (1 or 0; NaN at +-inf and
+// where x^2 overflows, |x| > 1.8e19): float selects those there, where the clamped exp would
+// be off (dy/dx 4.86 at x = 1e12, gelu(-1e38) -1.8e3).
 template <class T, class V>
 inline V gelu_tanh(V v) {
   const T beta = T(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = T(0.044715);  // sqrt(2/pi)
   if constexpr (std::is_same_v<T, float>) {
     const V e = exp_clamped(v * xsimd::fma(v * v, V(-2 * beta * kappa), V(-2 * beta)));  // exp(-2u)
-    return v / (V(1) + e);
+    const V h = vselect(v > V(0), V(1), V(0));  // 0.5 (1 + tanh(u)) from |x| = 10 on
+    return vselect(xsimd::abs(v) >= V(10), v * h, v / (V(1) + e));
   } else {
     return T(0.5) * v * (T(1) + vtanh(beta * (v + kappa * v * v * v)));
   }
@@ -273,7 +286,8 @@ inline V gelu_tanh_grad(V v) {
     const V e = exp_clamped(v * xsimd::fma(x2, V(-2 * beta * kappa), V(-2 * beta)));  // exp(-2u)
     const V s = V(1) / (V(1) + e);
     const V slope = v * xsimd::fma(x2, V(6 * beta * kappa), V(2 * beta));  // x 2 beta (1 + 3 kappa x^2)
-    return s * xsimd::fma(slope, e * s, V(1));
+    const V h = vselect(v > V(0), V(1), V(0));                             // as in gelu_tanh
+    return vselect(xsimd::abs(v) >= V(10), h + v * V(0) * x2, s * xsimd::fma(slope, e * s, V(1)));
   } else {
     const auto t = vtanh(beta * (v + kappa * v * v * v));
     const auto left = T(0.5) * v, right = T(1) + t;
@@ -386,8 +400,8 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
     for (int64_t r = g0; r < g1; ++r) {
       T* yr = y + r * N;
       const T rs = rstd[r];
-      if (w && b) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i] + b[i];
+      if (w && b) {  // std::fma as the register kernel's (not left to the compiler's contraction)
+        for (int64_t i = 0; i < N; ++i) yr[i] = std::fma(yr[i] * rs, w[i], b[i]);
       } else if (w) {
         for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i];
       } else if (b) {
