@@ -400,8 +400,8 @@ inline void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean, T
     for (int64_t r = g0; r < g1; ++r) {
       T* yr = y + r * N;
       const T rs = rstd[r];
-      if (w && b) {  // std::fma as the register kernel's (not left to the compiler's contraction)
-        for (int64_t i = 0; i < N; ++i) yr[i] = std::fma(yr[i] * rs, w[i], b[i]);
+      if (w && b) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i] + b[i];
       } else if (w) {
         for (int64_t i = 0; i < N; ++i) yr[i] = yr[i] * rs * w[i];
       } else if (b) {
