@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "op_helpers.h"
 #include "xgrad/parallel.h"
 #include "xgrad/tensor.h"
 
@@ -37,15 +38,7 @@ decltype(auto) dispatch_all(DType t, F&& f) {
   return f(float{});
 }
 
-// Dim d of a tensor of `shape` counted from 0 (negative d from the end, a 0-d tensor taken as
-// 1-D as torch does); throws naming `op` and the shape when out of range.
-inline int64_t wrap_dim(const char* op, int64_t d, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
-         r - 1, "])");
-  return d < 0 ? d + r : d;
-}
+using xgrad::wrap_dim;  // op_helpers.h
 
 // NumPy broadcasting of two shapes; throws naming `op` and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);

@@ -1,15 +1,12 @@
-// core/src/tensor.cpp: Storage, the Tensor handle's metadata and data accessors, autograd
-// accessors, copies (contiguous, clone, to) and the basic in-place ops. Views with their
-// backward are in ops/views.cpp; the method forms of math ops forward to ops/*.cpp.
-#include <atomic>
-#include <cstdlib>
+// core/src/tensor.cpp: the Tensor handle: construction (empty, from_blob, make_view), metadata
+// and data accessors, autograd accessors, copies (contiguous, clone, to) and the basic in-place
+// ops. Storage and its allocator are in storage.cpp; the method forms of the ops, views
+// included, forward to ops/*.cpp from tensor_methods.cpp.
 #include <cstring>
 #include <limits>
-#include <mutex>
-#include <numeric>
-#include <unordered_map>
 
 #include "kernels.h"
+#include "op_helpers.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -17,159 +14,7 @@
 
 namespace xgrad {
 
-// ---------------------------------------------------------------- Storage
-namespace {
-std::atomic<int64_t> live_bytes{0};
-std::atomic<int64_t> peak_bytes{0};
-
-// Size classes: multiples of 64 bytes up to 4 KiB, then 4 steps per power of two (at most 25%
-// slack), so tensors whose sizes differ a little (generation with a growing context) share
-// blocks.
-std::size_t block_capacity(std::size_t n) {
-  if (n <= 4096) return std::max<std::size_t>(64, (n + 63) / 64 * 64);
-  std::size_t pow2 = 4096;
-  while (pow2 * 2 < n) pow2 *= 2;
-  const std::size_t step = pow2 / 4;
-  return (n + step - 1) / step * step;
-}
-
-// Freed blocks by capacity. A training step allocates the same shapes as the last one, so after
-// the first step almost every allocation is a reuse: no malloc, and above all no fresh pages to
-// fault in and zero (measured: ~30% of a small op chain's time). Off under AddressSanitizer,
-// which must see every free to catch use-after-free.
-class BlockCache {
- public:
-  void* take(std::size_t capacity) {
-#ifndef __SANITIZE_ADDRESS__
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(capacity);
-    if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      cached_ -= capacity;
-      return p;
-    }
-#endif
-    (void)capacity;
-    return nullptr;
-  }
-  void give(void* p, std::size_t capacity) {
-    (void)capacity;  // unused under ASan
-#ifndef __SANITIZE_ADDRESS__
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + capacity <= kLimit) {
-      free_[capacity].push_back(p);
-      cached_ += capacity;
-      return;
-    }
-#endif
-    std::free(p);
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [cap, blocks] : free_)
-      for (void* p : blocks) std::free(p);
-    free_.clear();
-    cached_ = 0;
-  }
-  int64_t cached() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return static_cast<int64_t>(cached_);
-  }
-
- private:
-  static constexpr std::size_t kLimit = std::size_t{2} << 30;
-  std::mutex mutex_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
-  std::size_t cached_ = 0;
-};
-
-BlockCache& block_cache() {
-  static BlockCache* cache = new BlockCache();  // never destroyed: storages may outlive statics
-  return *cache;
-}
-}  // namespace
-
-MemoryStats memory_stats() { return {live_bytes.load(), peak_bytes.load()}; }
-void reset_peak_memory_stats() { peak_bytes.store(live_bytes.load()); }
-void empty_cache() { block_cache().clear(); }
-int64_t cached_bytes() { return block_cache().cached(); }
-
-Storage::Storage(std::size_t n) : nbytes(n) {
-  // 64-byte aligned for SIMD (aligned_alloc wants a multiple of the alignment)
-  const std::size_t capacity = block_capacity(n);
-  data = block_cache().take(capacity);
-  if (data == nullptr) data = std::aligned_alloc(64, capacity);
-  if (data == nullptr) throw Error("alloc: out of memory allocating " + std::to_string(n) + " bytes");
-  profiler::detail::on_alloc(n);
-  const int64_t now = live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
-  int64_t peak = peak_bytes.load();
-  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
-  }
-}
-Storage::Storage(void* d, std::size_t n, std::shared_ptr<void> keep_alive)
-    : data(d), nbytes(n), external(true), owner(std::move(keep_alive)) {}
-Storage::~Storage() {
-  if (external) return;  // not ours: `owner` lets go of it by itself
-  live_bytes.fetch_sub(static_cast<int64_t>(nbytes));
-  block_cache().give(data, block_capacity(nbytes));
-}
-
-// ---------------------------------------------------------------- small helpers
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return "float32";
-    case DType::Float64:
-      return "float64";
-    case DType::Int64:
-      return "int64";
-    case DType::Bool:
-      return "bool";
-  }
-  return "?";
-}
-
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
-// a * b for shape and stride arithmetic; an int64 overflow throws naming the shape (issue #13).
-static int64_t checked_mul(int64_t a, int64_t b, const Shape& shape) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r))
-    fail("shape", "the element count or a stride of shape ", shape, " overflows int64");
-  return r;
-}
-
-int64_t numel_of(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape)
-    if (s == 0) return 0;  // a zero makes any product 0 (torch: zeros(0, 2**40, 2**40) is fine)
-  for (int64_t s : shape) n = checked_mul(n, s, shape);
-  return n;
-}
-
-Shape contiguous_strides(const Shape& shape) {
-  Shape st(shape.size());
-  const bool empty = numel_of(shape) == 0;  // no element is addressed: a stride may saturate
-  int64_t acc = 1;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    st[d] = acc;
-    if (d == 0) break;
-    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[d], 1), &acc)) {
-      if (!empty) checked_mul(acc, shape[d], shape);  // throws naming the shape
-      acc = std::numeric_limits<int64_t>::max();
-    }
-  }
-  return st;
-}
-
+// ---------------------------------------------------------------- construction
 Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape)
     if (s < 0) fail("empty", "negative size in shape ", shape);
@@ -180,9 +25,10 @@ Tensor empty(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   try {
     impl->storage = std::make_shared<Storage>(nbytes);
-  } catch (const std::exception&) {  // Storage's Error or std::bad_alloc: say who asked for what
-    fail("empty", "out of memory: cannot allocate ", nbytes, " bytes for a ", dtype_name(dtype),
-         " tensor of shape ", shape, " (", memory_stats().current_bytes, " bytes already in use)");
+  } catch (const std::exception&) {  // Storage's OutOfMemory or std::bad_alloc: say who asked for what
+    throw OutOfMemory(detail::message("empty", "out of memory: cannot allocate ", nbytes, " bytes for a ",
+                                      dtype_name(dtype), " tensor of shape ", shape, " (",
+                                      memory_stats().current_bytes, " bytes already in use)"));
   }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
@@ -270,14 +116,6 @@ const Shape& Tensor::strides() const { return checked().strides; }
 int64_t Tensor::storage_offset() const { return checked().offset; }
 DType Tensor::dtype() const { return checked().dtype; }
 
-static int64_t wrap_dim(const char* op, int64_t d, int64_t rank, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
-         r - 1, "])");
-  return d < 0 ? d + r : d;
-}
-
 int64_t Tensor::size(int64_t d) const {
   d = wrap_dim("size", d, dim(), shape());
   return shape()[d];
@@ -316,7 +154,7 @@ void* Tensor::raw_data_ptr() const {
   char* data = static_cast<char*>(t.storage->data);
   // Only an empty view can hold an offset past its storage's end (slicing an empty dim keeps
   // any offset: nothing is read through it); its pointer is the end, never offset * itemsize,
-  // which may overflow (found by fuzz_shapes).
+  // which may overflow.
   if (static_cast<uint64_t>(t.offset) > t.storage->nbytes) return data + t.storage->nbytes;
   return data + t.offset * static_cast<int64_t>(itemsize(t.dtype));
 }
@@ -405,6 +243,28 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 uint64_t Tensor::version() const { return checked().storage->version; }
 void Tensor::bump_version() const { ++checked().storage->version; }
 
+void Tensor::set_data(const Tensor& new_data) {
+  TensorImpl& t = const_cast<TensorImpl&>(checked());
+  if (!new_data.defined())
+    fail("set_data", "new data is an undefined tensor (tensor of shape ", t.shape, ")");
+  const TensorImpl& n = new_data.checked();
+  if ((t.requires_grad || t.grad_fn) && !is_floating(n.dtype))
+    fail("set_data", "a tensor that requires grad (shape ", t.shape, ", ", dtype_name(t.dtype),
+         ") cannot take ", dtype_name(n.dtype), " data of shape ", n.shape,
+         "; only floating-point tensors can require gradients");
+  t.storage = n.storage;
+  t.shape = n.shape;
+  t.strides = n.strides;
+  t.offset = n.offset;
+  t.dtype = n.dtype;
+  t.view_base = nullptr;  // its old base's storage is no longer this tensor's
+  t.view_version = 0;
+  t.view_made_without_grad = false;
+}
+
+bool Tensor::is_alias_of(const Tensor& other) const { return checked().storage == other.checked().storage; }
+const void* Tensor::storage_id() const { return checked().storage.get(); }
+
 Tensor Tensor::detach() const {
   const TensorImpl& t = checked();
   auto impl = std::make_shared<TensorImpl>();
@@ -449,13 +309,12 @@ Tensor Tensor::to(DType target) const {
 // ---------------------------------------------------------------- in-place basics
 // Each checks before writing, writes, bumps the version counter, then records its backward
 // with record_inplace (which rebases a view's base: core/src/inplace.cpp).
-static void bump(const Tensor& t) { ++t.impl()->storage->version; }
 
 // fill_ and zero_: the old values' gradient is 0. An expanded view is fine (one value).
 static Tensor& fill_with(Tensor& self, const char* op, const char* node, double value) {
   check_recorded_inplace(op, self);
   kernels::copy_into(self, scalar_tensor(value, self.dtype()));
-  bump(self);
+  self.bump_version();
   return record_inplace(node, self, {}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass self was overwritten with a constant, so the old self gets 0
     grads.add(0, zeros(dout.shape(), dout.dtype()));
@@ -471,7 +330,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_no_internal_overlap("copy_", *this);
   kernels::broadcast_strides(src, shape());  // throws naming both shapes when src cannot broadcast
   kernels::copy_into(*this, src);
-  bump(*this);
+  bump_version();
   if (!GradMode::is_enabled()) return *this;
   const Shape src_shape = src.shape();
   const DType src_dtype = src.dtype();
@@ -510,7 +369,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
           }
         });
   });
-  bump(*this);
+  bump_version();
   if (!GradMode::is_enabled()) return *this;  // gradient accumulation's path: no closure to build
   return record_inplace("AddBackward0", *this, {other},
                         [alpha, other_shape = other.shape()](const Tensor& dout, Grads& grads) {
@@ -529,7 +388,7 @@ Tensor& Tensor::mul_(double value) {
     using T = decltype(tag);
     kernels::map_unary<T, T>(*this, *this, [v = static_cast<T>(value)](T x) { return x * v; });
   });
-  bump(*this);
+  bump_version();
   return record_inplace("MulBackward0", *this, {}, [value](const Tensor& dout, Grads& grads) {
     // in the forward pass self = self * value, so dself = dout * value
     grads.add(0, dout * value);
@@ -544,7 +403,7 @@ Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
   // where the value was kept (NaN is not: like torch's min <= x <= max on the old values)
   const Tensor kept = GradMode::is_enabled() && requires_grad() ? eq(out, old) : Tensor();
   kernels::copy_into(*this, out);
-  bump(*this);
+  bump_version();
   return record_inplace("ClampBackward1", *this, {}, [k = save(kept)](const Tensor& dout, Grads& grads) {
     // in the forward pass self kept its values inside [min, max], so dself = dout there, 0 outside
     grads.add(0, xgrad::masked_fill(dout, logical_not(k.get()), 0.0));
@@ -566,7 +425,7 @@ static Tensor& random_fill(Tensor& self, const char* op, const char* node, Fill&
       kernels::copy_into(self, tmp);
     }
   });
-  bump(self);
+  self.bump_version();
   return record_inplace(node, self, {}, [](const Tensor& dout, Grads& grads) {
     // in the forward pass self was overwritten with random draws, so the old self gets 0
     grads.add(0, zeros(dout.shape(), dout.dtype()));
@@ -589,34 +448,6 @@ Tensor& Tensor::bernoulli_(double p, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   return random_fill(*this, "bernoulli_", "BernoulliBackward2",
                      [&](auto* ptr, int64_t n) { g.bernoulli(ptr, n, p); });
-}
-
-// ---------------------------------------------------------------- method forms
-Tensor Tensor::sum() const { return xgrad::sum(*this); }
-Tensor Tensor::sum(Dims dims, Flag keepdim) const { return xgrad::sum(*this, dims, keepdim); }
-Tensor Tensor::mean() const { return xgrad::mean(*this); }
-Tensor Tensor::mean(Dims dims, Flag keepdim) const { return xgrad::mean(*this, dims, keepdim); }
-Tensor Tensor::var(Flag unbiased) const { return xgrad::var(*this, unbiased); }
-Tensor Tensor::var(Dims dims, Flag unbiased, Flag keepdim) const {
-  return xgrad::var(*this, dims, unbiased, keepdim);
-}
-Tensor Tensor::max() const { return xgrad::max(*this); }
-Tensor Tensor::argmax(Int d, Flag keepdim) const { return xgrad::argmax(*this, d, keepdim); }
-Tensor Tensor::exp() const { return xgrad::exp(*this); }
-Tensor Tensor::log() const { return xgrad::log(*this); }
-Tensor Tensor::sqrt() const { return xgrad::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return xgrad::rsqrt(*this); }
-Tensor Tensor::tanh() const { return xgrad::tanh(*this); }
-Tensor Tensor::abs() const { return xgrad::abs(*this); }
-Tensor Tensor::pow(double e) const { return xgrad::pow(*this, e); }
-Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const {
-  return xgrad::clamp(*this, lo, hi);
-}
-Tensor Tensor::softmax(Int d) const { return xgrad::softmax(*this, d); }
-Tensor Tensor::log_softmax(Int d) const { return xgrad::log_softmax(*this, d); }
-Tensor Tensor::matmul(const Tensor& other) const { return xgrad::matmul(*this, other); }
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
-  return xgrad::masked_fill(*this, mask, value);
 }
 
 }  // namespace xgrad

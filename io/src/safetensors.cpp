@@ -153,8 +153,20 @@ SafetensorsFile load_safetensors(const fs::path& path) {
   return parse_safetensors(read_file(path), path.string());
 }
 
-SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
-  auto bad = [&](const auto&... parts) -> void { xgrad::fail("load_safetensors", source, ": ", parts...); };
+// ---------------------------------------------------------------- parsing, step by step
+namespace {
+
+// Throws "load_safetensors: <source>: <parts...>".
+struct Reject {
+  const std::string& source;
+  template <class... Parts>
+  [[noreturn]] void operator()(const Parts&... parts) const {
+    xgrad::fail("load_safetensors", source, ": ", parts...);
+  }
+};
+
+// The file is an 8-byte little-endian header length, the JSON header, then the data section.
+std::pair<std::string_view, std::string_view> split_header(std::string_view bytes, const Reject& bad) {
   if (bytes.size() < 8) bad("file is too short (", bytes.size(), " bytes) to be a safetensors file");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -162,80 +174,79 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   if (n > bytes.size() - 8)
     bad("header length ", n, " goes past the end of the file (", bytes.size(),
         " bytes): the file is truncated or not a safetensors file");
-  std::string_view header_text = bytes.substr(8, n);
-  std::string_view data = bytes.substr(8 + n);
+  return {bytes.substr(8, n), bytes.substr(8 + n)};
+}
 
-  nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
-  if (header.is_discarded()) bad("the header is not valid JSON (corrupted file?)");
-  if (!header.is_object()) bad("the header is not a JSON object");
-
-  SafetensorsFile out;
-  // The header checksum before anything else in the header is believed.
+// Checks xgrad's header checksum, when the header has one, before anything else in the header
+// is believed; returns whether it was there (and matched).
+bool verify_header_checksum(const nlohmann::json& header, const Reject& bad) {
   auto meta_it = header.find("__metadata__");
-  if (meta_it != header.end() && meta_it->is_object()) {
-    for (auto m = meta_it->begin(); m != meta_it->end(); ++m)
-      if (m.key().rfind("xgrad_", 0) == 0 && m.key() != kChecksumKey && m.key() != kHeaderChecksumKey)
-        bad("unknown metadata key '", m.key(), "' (a corrupted checksum key?)");
-    auto h = meta_it->find(kHeaderChecksumKey);
-    if (h != meta_it->end()) {
-      if (!meta_it->contains(kChecksumKey))
-        bad("the header has ", kHeaderChecksumKey, " but no ", kChecksumKey, ": the file is corrupted");
-      const std::string have = header_crc(header);
-      const std::string said = h->is_string() ? h->get<std::string>() : h->dump();
-      if (have != said)
-        bad("header checksum mismatch (", kHeaderChecksumKey, " says ", said, ", the header has ", have,
-            "): its metadata, names, shapes or offsets were changed or corrupted");
-      out.header_verified = true;
-    }
-  }
-  std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const nlohmann::json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) bad("__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) bad("__metadata__ value of '", m.key(), "' is not a string");
-        out.metadata[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!v.is_object()) bad("entry for tensor '", name, "' is not an object");
-    for (auto f = v.begin(); f != v.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
-        bad("tensor '", name, "' has an unknown field '", f.key(), "'");
-    if (!v.contains("dtype") || !v["dtype"].is_string()) bad("tensor '", name, "' has no dtype");
-    if (!v.contains("shape") || !v["shape"].is_array()) bad("tensor '", name, "' has no shape");
-    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
-      bad("tensor '", name, "' has no data_offsets [begin, end]");
-    Entry e;
-    e.name = name;
-    std::string dt = v["dtype"].get<std::string>();
-    if (!parse_dtype(dt, e.dtype))
-      bad("tensor '", name, "' has dtype ", dt, ", which is not supported (F32, F64, I64, BOOL)");
-    std::uint64_t numel = 1;
-    for (const auto& d : v["shape"]) {
-      std::uint64_t s;
-      if (!as_u64(d, s) || s > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        bad("tensor '", name, "' has an invalid shape ", v["shape"].dump());
-      if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
-        bad("tensor '", name, "' shape ", v["shape"].dump(), " is too large");
-      numel *= s;
-      e.shape.push_back(static_cast<std::int64_t>(s));
-    }
-    if (!as_u64(v["data_offsets"][0], e.begin) || !as_u64(v["data_offsets"][1], e.end) || e.begin > e.end)
-      bad("tensor '", name, "' has invalid data_offsets ", v["data_offsets"].dump());
-    if (e.end > data.size())
-      bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " go past the end of the",
-          " data section (", data.size(), " bytes): the file is truncated");
-    std::uint64_t want = numel * xgrad::itemsize(e.dtype);
-    if (e.end - e.begin != want)
-      bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " hold ", e.end - e.begin,
-          " bytes, but dtype ", dt, " and shape ", xgrad::shape_str(e.shape), " need ", want);
-    entries.push_back(std::move(e));
-  }
+  if (meta_it == header.end() || !meta_it->is_object()) return false;
+  for (auto m = meta_it->begin(); m != meta_it->end(); ++m)
+    if (m.key().rfind("xgrad_", 0) == 0 && m.key() != kChecksumKey && m.key() != kHeaderChecksumKey)
+      bad("unknown metadata key '", m.key(), "' (a corrupted checksum key?)");
+  auto h = meta_it->find(kHeaderChecksumKey);
+  if (h == meta_it->end()) return false;
+  if (!meta_it->contains(kChecksumKey))
+    bad("the header has ", kHeaderChecksumKey, " but no ", kChecksumKey, ": the file is corrupted");
+  const std::string have = header_crc(header);
+  const std::string said = h->is_string() ? h->get<std::string>() : h->dump();
+  if (have != said)
+    bad("header checksum mismatch (", kHeaderChecksumKey, " says ", said, ", the header has ", have,
+        "): its metadata, names, shapes or offsets were changed or corrupted");
+  return true;
+}
 
-  // The tensors must tile the data section exactly: no overlap, no gap, nothing after.
+// The string-to-string "__metadata__" object.
+void read_metadata(const nlohmann::json& v, Metadata& out, const Reject& bad) {
+  if (!v.is_object()) bad("__metadata__ is not an object");
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string()) bad("__metadata__ value of '", m.key(), "' is not a string");
+    out[m.key()] = m.value().get<std::string>();
+  }
+}
+
+// One tensor's entry {"dtype", "shape", "data_offsets"}, checked against itself and against a
+// data section of `data_size` bytes.
+Entry read_entry(const std::string& name, const nlohmann::json& v, std::size_t data_size, const Reject& bad) {
+  if (!v.is_object()) bad("entry for tensor '", name, "' is not an object");
+  for (auto f = v.begin(); f != v.end(); ++f)
+    if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
+      bad("tensor '", name, "' has an unknown field '", f.key(), "'");
+  if (!v.contains("dtype") || !v["dtype"].is_string()) bad("tensor '", name, "' has no dtype");
+  if (!v.contains("shape") || !v["shape"].is_array()) bad("tensor '", name, "' has no shape");
+  if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+    bad("tensor '", name, "' has no data_offsets [begin, end]");
+  Entry e;
+  e.name = name;
+  std::string dt = v["dtype"].get<std::string>();
+  if (!parse_dtype(dt, e.dtype))
+    bad("tensor '", name, "' has dtype ", dt, ", which is not supported (F32, F64, I64, BOOL)");
+  std::uint64_t numel = 1;
+  for (const auto& d : v["shape"]) {
+    std::uint64_t s;
+    if (!as_u64(d, s) || s > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      bad("tensor '", name, "' has an invalid shape ", v["shape"].dump());
+    if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
+      bad("tensor '", name, "' shape ", v["shape"].dump(), " is too large");
+    numel *= s;
+    e.shape.push_back(static_cast<std::int64_t>(s));
+  }
+  if (!as_u64(v["data_offsets"][0], e.begin) || !as_u64(v["data_offsets"][1], e.end) || e.begin > e.end)
+    bad("tensor '", name, "' has invalid data_offsets ", v["data_offsets"].dump());
+  if (e.end > data_size)
+    bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " go past the end of the",
+        " data section (", data_size, " bytes): the file is truncated");
+  std::uint64_t want = numel * xgrad::itemsize(e.dtype);
+  if (e.end - e.begin != want)
+    bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " hold ", e.end - e.begin,
+        " bytes, but dtype ", dt, " and shape ", xgrad::shape_str(e.shape), " need ", want);
+  return e;
+}
+
+// Sorts the entries by offset; they must tile the data section exactly: no overlap, no gap,
+// nothing after.
+void check_tiling(std::vector<Entry>& entries, std::size_t data_size, const Reject& bad) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -248,33 +259,57 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
     expected = e.end;
     prev = &e;
   }
-  if (expected != data.size())
-    bad("the data section has ", data.size() - expected, " bytes after the last tensor (corrupted file?)");
+  if (expected != data_size)
+    bad("the data section has ", data_size - expected, " bytes after the last tensor (corrupted file?)");
+}
 
-  auto crc_it = out.metadata.find(kChecksumKey);
-  if (crc_it != out.metadata.end()) {
-    std::string have = hex32(crc32(data.data(), data.size()));
-    if (have != crc_it->second)
-      bad("checksum mismatch (", kChecksumKey, " says ", crc_it->second, ", the data has ", have,
-          "): the file is corrupted");
-    out.checksum_verified = true;
-  }
+// Checks xgrad's data checksum, when the metadata has one; returns whether it was there.
+bool verify_data_checksum(const Metadata& metadata, std::string_view data, const Reject& bad) {
+  auto crc_it = metadata.find(kChecksumKey);
+  if (crc_it == metadata.end()) return false;
+  std::string have = hex32(crc32(data.data(), data.size()));
+  if (have != crc_it->second)
+    bad("checksum mismatch (", kChecksumKey, " says ", crc_it->second, ", the data has ", have,
+        "): the file is corrupted");
+  return true;
+}
 
-  for (const Entry& e : entries) {
-    Tensor t = xgrad::empty(e.shape, e.dtype);
-    std::size_t nbytes = e.end - e.begin;
-    if (nbytes > 0) {
-      const char* src = data.data() + e.begin;
-      if (e.dtype == DType::Bool) {
-        for (std::size_t i = 0; i < nbytes; ++i)
-          if (static_cast<unsigned char>(src[i]) > 1)
-            bad("tensor '", e.name, "' (BOOL) holds the byte ", int(static_cast<unsigned char>(src[i])),
-                " at element ", i, "; only 0 and 1 are valid");
-      }
-      std::memcpy(t.raw_data_ptr(), src, nbytes);
+// A tensor holding entry e's bytes of the data section (a BOOL byte must be 0 or 1).
+Tensor read_tensor(const Entry& e, std::string_view data, const Reject& bad) {
+  Tensor t = xgrad::empty(e.shape, e.dtype);
+  std::size_t nbytes = e.end - e.begin;
+  if (nbytes > 0) {
+    const char* src = data.data() + e.begin;
+    if (e.dtype == DType::Bool) {
+      for (std::size_t i = 0; i < nbytes; ++i)
+        if (static_cast<unsigned char>(src[i]) > 1)
+          bad("tensor '", e.name, "' (BOOL) holds the byte ", int(static_cast<unsigned char>(src[i])),
+              " at element ", i, "; only 0 and 1 are valid");
     }
-    out.tensors.emplace_back(e.name, std::move(t));
+    std::memcpy(t.raw_data_ptr(), src, nbytes);
   }
+  return t;
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
+  const Reject bad{source};
+  const auto [header_text, data] = split_header(bytes, bad);
+  nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
+  if (header.is_discarded()) bad("the header is not valid JSON (corrupted file?)");
+  if (!header.is_object()) bad("the header is not a JSON object");
+
+  SafetensorsFile out;
+  out.header_verified = verify_header_checksum(header, bad);
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") read_metadata(it.value(), out.metadata, bad);
+    else entries.push_back(read_entry(it.key(), it.value(), data.size(), bad));
+  }
+  check_tiling(entries, data.size(), bad);
+  out.checksum_verified = verify_data_checksum(out.metadata, data, bad);
+  for (const Entry& e : entries) out.tensors.emplace_back(e.name, read_tensor(e, data, bad));
   return out;
 }
 

@@ -238,18 +238,13 @@ int64_t Module::num_parameters(bool only_trainable) const {
   return n;
 }
 
-// Re-points `t`'s TensorImpl at a converted copy, so every handle to it sees the new dtype
-// (torch's param.data = param.data.to(dtype)).
-static void convert_in_place(const Tensor& t, DType dtype) {
+// Converts `t` in place, so every handle to it sees the new dtype (torch's
+// param.data = param.data.to(dtype), and the same for its .grad).
+static void convert_in_place(Tensor t, DType dtype) {
   if (!t.is_floating_point() || t.dtype() == dtype) return;
   NoGradGuard no_grad;
-  TensorImpl* impl = t.unsafe_impl();
-  Tensor converted = t.detach().to(dtype);
-  impl->storage = converted.impl()->storage;
-  impl->strides = converted.strides();
-  impl->offset = converted.storage_offset();
-  impl->dtype = dtype;
-  if (impl->grad) impl->grad = Tensor(impl->grad).detach().to(dtype).impl();
+  t.set_data(t.detach().to(dtype));
+  if (t.grad().defined()) t.set_grad(t.grad().detach().to(dtype));
 }
 
 Module& Module::to(DType dtype) {

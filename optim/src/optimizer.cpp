@@ -51,7 +51,7 @@ void check_contiguous(const char* optimizer, const Tensor& p, std::size_t group,
 
 void check_params(const char* optimizer, const std::vector<const std::vector<Tensor>*>& groups) {
   // the same storage at the same offset is the same parameter (p and p.detach() included)
-  std::set<std::pair<const Storage*, int64_t>> seen;
+  std::set<std::pair<const void*, int64_t>> seen;  // (storage_id, storage_offset)
   std::size_t total = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const std::vector<Tensor>& params = *groups[g];
@@ -65,7 +65,7 @@ void check_params(const char* optimizer, const std::vector<const std::vector<Ten
         fail(optimizer, "parameter ", i, " of param group ", g, " (shape ", p.shape(), ") is ",
              dtype_name(p.dtype()), "; only float32 and float64 parameters can be optimized");
       check_contiguous(optimizer, p, g, i);
-      if (!seen.emplace(p.impl()->storage.get(), p.storage_offset()).second)
+      if (!seen.emplace(p.storage_id(), p.storage_offset()).second)
         fail(optimizer, "parameter ", i, " of param group ", g, " (shape ", p.shape(),
              ") appears more than once; a parameter may belong to one param group only, once");
       ++total;

@@ -1,5 +1,6 @@
-// tests/core/test_tensor.cpp: creation, accessors, dtypes, and printing (compared with the
-// reprs torch printed for the same tensors: tests/fixtures/print.txt from gen_print.py).
+// tests/core/test_tensor.cpp: creation, accessors, dtypes, storage identity, set_data, out of
+// memory, and printing (compared with the reprs torch printed for the same tensors:
+// tests/fixtures/print.txt from gen_print.py).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
@@ -190,6 +192,92 @@ TEST(Tensor, FreedStorageIsReusedAndCanBeReleased) {
 #endif
   empty_cache();
   EXPECT_EQ(cached_bytes(), 0);
+}
+}  // namespace
+}  // namespace xgrad
+
+namespace xgrad {
+namespace {
+TEST(Tensor, OutOfMemoryIsCaughtByTypeAndNamesTheRequest) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer aborts on a 4 PiB request instead of returning null";
+#endif
+  // 2^50 float64 elements (8 PiB): the counts fit in int64, the allocation cannot succeed
+  try {
+    empty({int64_t{1} << 25, int64_t{1} << 25}, kFloat64);
+    FAIL() << "expected xgrad::OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("empty"), std::string::npos) << m;
+    EXPECT_NE(m.find("[33554432, 33554432]"), std::string::npos) << m;
+    EXPECT_NE(m.find("float64"), std::string::npos) << m;
+    EXPECT_NE(m.find("out of memory"), std::string::npos) << m;
+  }
+  // an OutOfMemory is an Error, so code that catches Error still sees it
+  EXPECT_THROW(zeros({int64_t{1} << 25, int64_t{1} << 25}), Error);
+  // a bad shape is an Error but not an OutOfMemory
+  try {
+    empty({-1, 2});
+    FAIL() << "expected xgrad::Error";
+  } catch (const OutOfMemory&) {
+    FAIL() << "a negative size is not an allocation failure";
+  } catch (const Error&) {
+  }
+}
+
+TEST(Tensor, StorageIdentity) {
+  Tensor a = arange(0, 6, 1, kFloat32).reshape({2, 3});
+  Tensor v = a.t().slice(0, 1, 3);  // a view of a view
+  Tensor d = a.detach();
+  Tensor c = a.clone();
+  EXPECT_TRUE(v.is_alias_of(a));
+  EXPECT_TRUE(a.is_alias_of(v));
+  EXPECT_TRUE(d.is_alias_of(v));
+  EXPECT_FALSE(c.is_alias_of(a));
+  EXPECT_EQ(v.storage_id(), a.storage_id());
+  EXPECT_EQ(d.storage_id(), a.storage_id());
+  EXPECT_NE(c.storage_id(), a.storage_id());
+  EXPECT_NE(a.contiguous().storage_id(), a.t().contiguous().storage_id());  // the second copies
+  EXPECT_THROW(Tensor().storage_id(), Error);
+  EXPECT_THROW(a.is_alias_of(Tensor()), Error);
+}
+
+TEST(Tensor, SetDataSwapsTheDataAndKeepsTheAutogradIdentity) {
+  Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor same = w;  // another handle to the same tensor
+  (w * w).sum().backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+
+  // torch: w.data = torch.tensor([[5., 6.], [7., 8.]], dtype=torch.float64)
+  Tensor fresh = tensor({{5.0, 6.0}, {7.0, 8.0}}).to(kFloat64);
+  w.set_data(fresh);
+  EXPECT_EQ(same.shape(), (Shape{2, 2}));  // every handle sees the new data
+  EXPECT_EQ(same.dtype(), kFloat64);
+  EXPECT_EQ(same.to_vector<double>(), (std::vector<double>{5, 6, 7, 8}));
+  EXPECT_TRUE(w.is_alias_of(fresh));  // the same storage: no copy
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));  // .grad untouched
+  w.set_grad(Tensor());
+  (w * 2.0).sum().backward();  // the new data is what backward differentiates
+  EXPECT_EQ(w.grad().shape(), (Shape{2, 2}));
+  EXPECT_EQ(w.grad().dtype(), kFloat64);
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(4, 2.0));
+
+  // a view that takes new data stops being a view: writing its old base leaves it alone
+  Tensor base = zeros({4});
+  Tensor view = base.slice(0, 0, 2);
+  view.set_data(ones({3}));
+  base.fill_(5.0);
+  EXPECT_EQ(view.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_FALSE(view.is_alias_of(base));
+
+  // a tensor that requires grad cannot take integer data; undefined data is refused
+  testing::expect_error([&] { w.set_data(arange(3)); }, {"set_data", "int64", "requires grad"});
+  testing::expect_error([&] { w.set_data(Tensor()); }, {"set_data", "undefined"});
+  Tensor ints = zeros({2});
+  ints.set_data(arange(3));  // no grad: any dtype
+  EXPECT_EQ(ints.dtype(), kInt64);
 }
 }  // namespace
 }  // namespace xgrad

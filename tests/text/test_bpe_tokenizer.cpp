@@ -10,6 +10,7 @@
 
 #include "error_message.h"
 #include "text_fixtures.h"
+#include "xgrad/io/file.h"
 #include "xgrad/text/pretokenize.h"
 #include "xgrad/text/tokenizer.h"
 
@@ -133,6 +134,26 @@ TEST(BPETokenizer, SaveAndLoad) {
   std::filesystem::remove_all(dir);
   expect_error([&] { tok.save((dir / "missing" / "bpe.json").string()); },
                {"BPETokenizer.save", "cannot create"});
+}
+
+TEST(BPETokenizer, SaveIsCrashSafe) {
+  // save writes through xgrad::io's atomic writer: a write that fails half-way (a full disk, a
+  // crash) leaves the old file as it was and no temporary file beside it
+  const auto dir = std::filesystem::temp_directory_path() / ("xgrad_bpe_crash_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "bpe.json").string();
+  auto old_tok = BPETokenizer::train("the cat sat on the mat", 4);
+  old_tok.save(path);
+  const std::string before = text_test::read_file(path);
+  auto new_tok = BPETokenizer::train("the cat sat on the mat; the cat sat on the hat", 12);
+  xgrad::io::inject_write_failure_after(10);
+  expect_error([&] { new_tok.save(path); }, {"BPETokenizer.save", "injected failure"});
+  xgrad::io::inject_write_failure_after(-1);
+  EXPECT_EQ(text_test::read_file(path), before);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  new_tok.save(path);
+  EXPECT_TRUE(BPETokenizer::load(path) == new_tok);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(BPETokenizer, BadMergesAreErrors) {

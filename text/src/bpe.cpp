@@ -1,18 +1,13 @@
 // text/src/bpe.cpp: byte-level BPE, GPT-2's and a trainable one (see xgrad/text/tokenizer.h).
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 #include <tuple>
 
 #include "xgrad/error.h"
+#include "xgrad/io/file.h"
 #include "xgrad/text/pretokenize.h"
 #include "xgrad/text/tokenizer.h"
 #include "xgrad/text/utf8.h"
@@ -97,41 +92,22 @@ std::string join_bytes(const std::vector<int64_t>& ids, const std::vector<std::s
   return out;
 }
 
+// The file's bytes (io::read_file); an error names `op`, then the file and the failing call.
 std::string read_text_file(const std::string& path, const char* op) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) xgrad::fail(op, "cannot open ", path, ": ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) xgrad::fail(op, "cannot read ", path);
-  return ss.str();
+  try {
+    return io::read_file(path);
+  } catch (const xgrad::Error& e) {
+    xgrad::fail(op, e.what());
+  }
 }
 
-// A temporary file beside `path`, fsync, rename: a reader sees the old file or the new one.
+// Replaces `path` crash-safely (io::write_file_atomic: a reader sees the old file or the new
+// one, even after a power loss); an error names `op`, then the file and the failing call.
 void write_file_atomically(const std::string& path, const std::string& data, const char* op) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) xgrad::fail(op, "cannot create ", tmp, ": ", std::strerror(errno));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t w = ::write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      xgrad::fail(op, "cannot write ", tmp, ": ", std::strerror(err));
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    xgrad::fail(op, "cannot write ", tmp, ": ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    xgrad::fail(op, "cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
+  try {
+    io::write_file_atomic(path, data);
+  } catch (const xgrad::Error& e) {
+    xgrad::fail(op, e.what());
   }
 }
 
@@ -167,28 +143,39 @@ GPT2Tokenizer GPT2Tokenizer::from_files(const std::string& vocab_bpe_path,
   }
 }
 
-GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::string_view encoder_json) {
-  GPT2Tokenizer t;
-  // encoder.json: {token: id}
+namespace {
+
+// encoder.json: {token: id}, in the file's order, and the id of each token.
+struct EncoderJson {
+  std::vector<std::pair<std::string, int64_t>> tokens;
+  std::unordered_map<std::string, int32_t> id_of;
+  int64_t max_id = -1;
+};
+
+EncoderJson parse_encoder_json(std::string_view encoder_json) {
   nlohmann::json enc = nlohmann::json::parse(encoder_json, nullptr, false);
   if (enc.is_discarded() || !enc.is_object())
     xgrad::fail("GPT2Tokenizer", "encoder.json is not a JSON object {token: id}");
-  std::unordered_map<std::string, int32_t> id_of;
-  int64_t max_id = -1;
+  EncoderJson out;
   for (auto& [token, value] : enc.items()) {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
         value.get<int64_t>() >= std::numeric_limits<int32_t>::max())
       xgrad::fail("GPT2Tokenizer", "encoder.json: the id of token '", token,
                   "' is not an integer in [0, 2^31 - 1)");
     const int64_t id = value.get<int64_t>();
-    id_of.emplace(token, static_cast<int32_t>(id));
-    t.encoder_.emplace_back(token, id);
-    max_id = std::max(max_id, id);
+    out.id_of.emplace(token, static_cast<int32_t>(id));
+    out.tokens.emplace_back(token, id);
+    out.max_id = std::max(out.max_id, id);
   }
-  if (max_id < 0) xgrad::fail("GPT2Tokenizer", "encoder.json is empty");
-  t.id_bytes_.assign(static_cast<std::size_t>(max_id + 1), std::string());
-  std::vector<bool> id_used(static_cast<std::size_t>(max_id + 1), false);
-  for (const auto& [token, id] : t.encoder_) {
+  if (out.max_id < 0) xgrad::fail("GPT2Tokenizer", "encoder.json is empty");
+  return out;
+}
+
+// The bytes each id stands for: a token's characters are GPT-2's byte characters.
+std::vector<std::string> id_bytes_of(const EncoderJson& enc) {
+  std::vector<std::string> id_bytes(static_cast<std::size_t>(enc.max_id + 1), std::string());
+  std::vector<bool> id_used(static_cast<std::size_t>(enc.max_id + 1), false);
+  for (const auto& [token, id] : enc.tokens) {
     auto used = id_used[static_cast<std::size_t>(id)];
     if (used) xgrad::fail("GPT2Tokenizer", "encoder.json: id ", id, " is given to two tokens");
     used = true;
@@ -199,23 +186,36 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
                     "' holds a character that is not one of GPT-2's 256 byte characters");
       bytes += static_cast<char>(kByteChars.byte_of[cp]);
     }
-    t.id_bytes_[static_cast<std::size_t>(id)] = std::move(bytes);
+    id_bytes[static_cast<std::size_t>(id)] = std::move(bytes);
   }
+  return id_bytes;
+}
+
+// byte_id[b]: the id of the token for byte b alone; every byte must have one.
+void byte_ids_of(const EncoderJson& enc, int32_t (&byte_id)[256]) {
   auto utf8_of = [](char32_t cp) {
     std::string s;
     append_utf8(s, cp);
     return s;
   };
   for (int b = 0; b < 256; ++b) {
-    auto it = id_of.find(utf8_of(kByteChars.of_byte[b]));
-    if (it == id_of.end())
+    auto it = enc.id_of.find(utf8_of(kByteChars.of_byte[b]));
+    if (it == enc.id_of.end())
       xgrad::fail("GPT2Tokenizer", "encoder.json has no token for byte ", b, " ('",
                   utf8_of(kByteChars.of_byte[b]), "')");
-    t.byte_id_[b] = it->second;
+    byte_id[b] = it->second;
   }
+}
 
-  // vocab.bpe. Encoder.js takes the lines of split('\n') but the first and the last (so a
-  // file must end with a newline for its last merge to count), and splits each on whitespace.
+// vocab.bpe: the merges in rank order, and the rank Encoder.js gives each "left,right" key.
+struct VocabBpe {
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::unordered_map<std::string, int64_t> rank_of_key;
+};
+
+// Encoder.js takes the lines of split('\n') but the first and the last (so a file must end
+// with a newline for its last merge to count), and splits each on whitespace.
+VocabBpe parse_vocab_bpe(std::string_view vocab_bpe) {
   std::vector<std::string_view> lines;
   for (std::size_t start = 0;;) {
     std::size_t nl = vocab_bpe.find('\n', start);
@@ -223,7 +223,7 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
     if (nl == std::string_view::npos) break;
     start = nl + 1;
   }
-  std::unordered_map<std::string, int64_t> rank_of_key;  // see below
+  VocabBpe out;
   for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
     std::vector<std::string> parts(1);
     for (char32_t cp : decode_utf8(lines[i], "vocab.bpe line " + std::to_string(i + 1))) {
@@ -238,11 +238,25 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
     if (parts.size() != 2)
       xgrad::fail("GPT2Tokenizer", "vocab.bpe line ", i + 1, " has ", parts.size(),
                   " fields; expected two tokens separated by a space");
-    t.merges_.emplace_back(parts[0], parts[1]);
+    out.merges.emplace_back(parts[0], parts[1]);
     // Encoder.js keys its ranks by the string "left,right", so two merges whose parts join
     // to the same string share the later one's rank (GPT-2's own file has no such pair).
-    rank_of_key[parts[0] + "," + parts[1]] = static_cast<int64_t>(t.merges_.size() - 1);
+    out.rank_of_key[parts[0] + "," + parts[1]] = static_cast<int64_t>(out.merges.size() - 1);
   }
+  return out;
+}
+
+}  // namespace
+
+GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::string_view encoder_json) {
+  GPT2Tokenizer t;
+  EncoderJson enc = parse_encoder_json(encoder_json);
+  t.encoder_ = enc.tokens;
+  t.id_bytes_ = id_bytes_of(enc);
+  byte_ids_of(enc, t.byte_id_);
+  VocabBpe bpe = parse_vocab_bpe(vocab_bpe);
+  t.merges_ = std::move(bpe.merges);
+  const auto& id_of = enc.id_of;
   for (std::size_t r = 0; r < t.merges_.size(); ++r) {
     const auto& [left, right] = t.merges_[r];
     auto l = id_of.find(left), rt = id_of.find(right), res = id_of.find(left + right);
@@ -252,7 +266,7 @@ GPT2Tokenizer GPT2Tokenizer::from_strings(std::string_view vocab_bpe, std::strin
                   : rt == id_of.end() ? right
                                       : left + right,
                   "' is not in encoder.json");
-    t.table_.add(l->second, rt->second, rank_of_key.at(left + "," + right), res->second);
+    t.table_.add(l->second, rt->second, bpe.rank_of_key.at(left + "," + right), res->second);
   }
   return t;
 }
@@ -330,95 +344,138 @@ BPETokenizer BPETokenizer::from_merges(std::vector<std::pair<int32_t, int32_t>> 
   return t;
 }
 
-BPETokenizer BPETokenizer::train(std::string_view corpus, int64_t num_merges) {
-  if (num_merges < 0) xgrad::fail("BPETokenizer.train", "num_merges must be >= 0, got ", num_merges);
-  // 1. the distinct pieces and how often each occurs
+namespace {
+
+// The distinct pieces of a corpus (GPT-2's pre-tokenizer) as byte ids, sorted, with how often
+// each occurs.
+struct Words {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int64_t> count;
+};
+
+Words distinct_pieces(std::string_view corpus) {
   std::unordered_map<std::string_view, int64_t> freq;
   for (std::string_view piece : gpt2_split(corpus)) ++freq[piece];
   std::vector<std::pair<std::string_view, int64_t>> distinct(freq.begin(), freq.end());
   std::sort(distinct.begin(), distinct.end());
-  std::vector<std::vector<int32_t>> words;
-  std::vector<int64_t> count;
+  Words words;
   for (const auto& [piece, n] : distinct) {
-    words.emplace_back(piece.begin(), piece.end());
-    for (int32_t& b : words.back()) b = static_cast<unsigned char>(b);
-    count.push_back(n);
+    words.ids.emplace_back(piece.begin(), piece.end());
+    for (int32_t& b : words.ids.back()) b = static_cast<unsigned char>(b);
+    words.count.push_back(n);
+  }
+  return words;
+}
+
+// A pair (a, b) as one key; keys order by a, then b.
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+// Pair counts over the words, the words each pair occurs in, and a max-heap of (count, pair)
+// entries (an entry whose count is no longer the pair's is stale and skipped when popped).
+class PairCounts {
+ public:
+  explicit PairCounts(const Words& words) {
+    for (std::size_t w = 0; w < words.ids.size(); ++w)
+      for (std::size_t p = 0; p + 1 < words.ids[w].size(); ++p) {
+        const uint64_t k = pair_key(words.ids[w][p], words.ids[w][p + 1]);
+        count_[k] += words.count[w];
+        auto& ws = where_[k];
+        if (ws.empty() || ws.back() != static_cast<int32_t>(w)) ws.push_back(static_cast<int32_t>(w));
+      }
+    for (const auto& [k, n] : count_) heap_.emplace(n, k);
+    seen_.assign(words.ids.size(), -1);
   }
 
-  // 2. pair counts, the words each pair occurs in, and a max-heap of (count, pair) entries
-  // (an entry whose count is no longer the pair's is stale and skipped when popped)
-  auto key = [](int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  };
-  std::unordered_map<uint64_t, int64_t> pair_count;
-  std::unordered_map<uint64_t, std::vector<int32_t>> where;
-  for (std::size_t w = 0; w < words.size(); ++w)
-    for (std::size_t p = 0; p + 1 < words[w].size(); ++p) {
-      const uint64_t k = key(words[w][p], words[w][p + 1]);
-      pair_count[k] += count[w];
-      auto& ws = where[k];
-      if (ws.empty() || ws.back() != static_cast<int32_t>(w)) ws.push_back(static_cast<int32_t>(w));
+  // The most frequent pair (on a tie the smaller one), if one occurs at least twice.
+  bool pop_best(uint64_t& key) {
+    while (!heap_.empty()) {
+      auto [n, k] = heap_.top();
+      heap_.pop();
+      auto pc = count_.find(k);
+      if (pc == count_.end() || pc->second != n) continue;  // stale
+      if (n < 2) return false;                              // no pair occurs twice
+      key = k;
+      return true;
     }
-  // most frequent first; on a tie the smaller pair (its key orders by left id, then right id)
-  using Entry = std::pair<int64_t, uint64_t>;
-  auto later = [](const Entry& x, const Entry& y) {
-    return x.first != y.first ? x.first < y.first : x.second > y.second;
-  };
-  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> heap(later);
-  for (const auto& [k, n] : pair_count) heap.emplace(n, k);
+    return false;
+  }
 
-  // 3. merge the best pair everywhere, num_merges times
-  std::vector<std::pair<int32_t, int32_t>> merges;
-  std::vector<int64_t> seen(words.size(), -1);  // the merge that last visited each word
-  std::vector<uint64_t> changed;
-  std::vector<int32_t> merged;
-  while (static_cast<int64_t>(merges.size()) < num_merges && !heap.empty()) {
-    auto [n, k] = heap.top();
-    heap.pop();
-    auto pc = pair_count.find(k);
-    if (pc == pair_count.end() || pc->second != n) continue;  // stale
-    if (n < 2) break;                                         // no pair occurs twice
+  // Replaces pair k by the new token `id` in every word it occurs in, updating the counts.
+  void merge(uint64_t k, int32_t id, Words& words) {
     const auto a = static_cast<int32_t>(k >> 32), b = static_cast<int32_t>(k & 0xFFFFFFFFu);
-    const auto id = static_cast<int32_t>(256 + merges.size());
-    merges.emplace_back(a, b);
-    changed.clear();
-    const std::vector<int32_t> ws = std::move(where[k]);
-    where.erase(k);
+    changed_.clear();
+    const std::vector<int32_t> ws = std::move(where_[k]);
+    where_.erase(k);
     for (int32_t w : ws) {
-      if (seen[static_cast<std::size_t>(w)] == id) continue;
-      seen[static_cast<std::size_t>(w)] = id;
-      std::vector<int32_t>& word = words[static_cast<std::size_t>(w)];
-      const int64_t c = count[static_cast<std::size_t>(w)];
-      for (std::size_t p = 0; p + 1 < word.size(); ++p) {
-        const uint64_t pk = key(word[p], word[p + 1]);
-        pair_count[pk] -= c;
-        changed.push_back(pk);
-      }
-      merged.clear();
+      if (seen_[static_cast<std::size_t>(w)] == id) continue;
+      seen_[static_cast<std::size_t>(w)] = id;
+      std::vector<int32_t>& word = words.ids[static_cast<std::size_t>(w)];
+      const int64_t c = words.count[static_cast<std::size_t>(w)];
+      add_pairs(word, w, -c, false);  // its old pairs keep their lists of words
+      merged_.clear();
       for (std::size_t i = 0; i < word.size();) {
         if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
-          merged.push_back(id);
+          merged_.push_back(id);
           i += 2;
         } else {
-          merged.push_back(word[i++]);
+          merged_.push_back(word[i++]);
         }
       }
-      word.swap(merged);
-      for (std::size_t p = 0; p + 1 < word.size(); ++p) {
-        const uint64_t pk = key(word[p], word[p + 1]);
-        pair_count[pk] += c;
-        changed.push_back(pk);
-        auto& wl = where[pk];
-        if (wl.empty() || wl.back() != w) wl.push_back(w);
-      }
+      word.swap(merged_);
+      add_pairs(word, w, c, true);
     }
-    std::sort(changed.begin(), changed.end());
-    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    for (uint64_t ck : changed) {
-      auto it = pair_count.find(ck);
-      if (it->second <= 0) pair_count.erase(it);
-      else heap.emplace(it->second, ck);
+    std::sort(changed_.begin(), changed_.end());
+    changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+    for (uint64_t ck : changed_) {
+      auto it = count_.find(ck);
+      if (it->second <= 0) count_.erase(it);
+      else heap_.emplace(it->second, ck);
     }
+  }
+
+ private:
+  // Adds c to the count of every pair of word w, and lists w among each pair's words.
+  void add_pairs(const std::vector<int32_t>& word, int32_t w, int64_t c, bool list_word) {
+    for (std::size_t p = 0; p + 1 < word.size(); ++p) {
+      const uint64_t pk = pair_key(word[p], word[p + 1]);
+      count_[pk] += c;
+      changed_.push_back(pk);
+      if (!list_word) continue;
+      auto& wl = where_[pk];
+      if (wl.empty() || wl.back() != w) wl.push_back(w);
+    }
+  }
+
+  using Entry = std::pair<int64_t, uint64_t>;
+  // most frequent first; on a tie the smaller pair
+  struct Later {
+    bool operator()(const Entry& x, const Entry& y) const {
+      return x.first != y.first ? x.first < y.first : x.second > y.second;
+    }
+  };
+  std::unordered_map<uint64_t, int64_t> count_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> where_;
+  std::priority_queue<Entry, std::vector<Entry>, Later> heap_;
+  std::vector<int64_t> seen_;  // the merge that last visited each word
+  std::vector<uint64_t> changed_;
+  std::vector<int32_t> merged_;
+};
+
+}  // namespace
+
+BPETokenizer BPETokenizer::train(std::string_view corpus, int64_t num_merges) {
+  if (num_merges < 0) xgrad::fail("BPETokenizer.train", "num_merges must be >= 0, got ", num_merges);
+  Words words = distinct_pieces(corpus);
+  PairCounts pairs(words);
+  // merge the best pair everywhere, num_merges times
+  std::vector<std::pair<int32_t, int32_t>> merges;
+  uint64_t k = 0;
+  while (static_cast<int64_t>(merges.size()) < num_merges && pairs.pop_best(k)) {
+    const auto id = static_cast<int32_t>(256 + merges.size());
+    merges.emplace_back(static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFFu));
+    pairs.merge(k, id, words);
   }
   return from_merges(std::move(merges));
 }

@@ -1,9 +1,9 @@
 // xgrad/arg_types.h: parameter types that make a torch spelling mean what it means in torch,
-// or not compile (issue #12).
+// or not compile.
 //
 // C++ converts int, bool and double into one another without a word, so with plain `bool`
-// and `int64_t` parameters `x.var(-1)` was var(unbiased=true) over every element, and
-// `x.sum(0, 1)` would be a keepdim sum over dim 0. torch's argument parser takes only a bool
+// and `int64_t` parameters `x.var(-1)` would be var(unbiased=true) over every element, and
+// `x.sum(0, 1)` a keepdim sum over dim 0. torch's argument parser takes only a bool
 // for a bool and only an integer (not a bool, not a float) for an int; these types do the
 // same at compile time:
 //
@@ -12,8 +12,8 @@
 //   Dims   the dims of a reduction: one Int (x.sum(-1)), a braced list (x.sum({0, 2})) or a
 //          Shape; `{}` means every dim, as torch's dim=().
 //
-// tests/core/test_api_spellings.cpp checks, with static_asserts, that every spelling issue #12
-// listed either means torch's thing or does not compile.
+// tests/core/test_api_spellings.cpp checks, with static_asserts, that each such spelling
+// either means torch's thing or does not compile.
 #pragma once
 #include <concepts>
 #include <cstdint>

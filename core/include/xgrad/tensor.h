@@ -108,7 +108,13 @@ class Tensor {
   std::string grad_fn_name() const;  // "SoftmaxBackward0", or "" for none
   // loss.backward() for a one-element tensor; t.backward(grad) otherwise.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
-  Tensor detach() const;     // same storage, no history
+  Tensor detach() const;  // same storage, no history
+  // torch's `x.data = new_data`: this tensor (every handle to it) now sees new_data's storage,
+  // shape, strides, offset and dtype; its autograd identity stays (requires_grad, grad_fn,
+  // .grad, retains_grad), no history is recorded, and it is no longer a view of its old base.
+  // A tensor that requires grad needs floating-point data. (Module::to converts parameters
+  // with it.)
+  void set_data(const Tensor& new_data);
   Tensor clone() const;      // contiguous copy, differentiable
   uint64_t version() const;  // the storage's in-place version counter
   // Counts a write made through data_ptr() outside the ops (an optimizer's fused update, a
@@ -116,6 +122,14 @@ class Tensor {
   // saved for backward from this storage then fails loudly instead of giving a wrong
   // gradient (torch.autograd.graph.increment_version).
   void bump_version() const;
+
+  // ---- storage identity
+  // True when both tensors view the same storage (torch's Tensor::is_alias_of), whatever their
+  // shapes and offsets: a view, its base and a detach() of either all alias one another.
+  bool is_alias_of(const Tensor& other) const;
+  // A key for the storage, equal exactly for tensors that alias each other (for hashing, e.g.
+  // an optimizer refusing a parameter listed twice); valid while a tensor holds the storage.
+  const void* storage_id() const;
 
   // ---- views (zero-copy, differentiable)
   Tensor view(Shape shape) const;     // one -1 allowed; throws on incompatible strides
@@ -162,7 +176,7 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
 
-  // ---- more method forms, with torch's spellings (issue #12; tensor_methods.cpp)
+  // (torch's spellings: a dim is an Int, a list of dims a Dims, a bool flag a Flag)
   Tensor std(Flag unbiased = true) const;
   Tensor std(Dims dims, Flag unbiased = true, Flag keepdim = false) const;
   Tensor min() const;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "op_helpers.h"
 #include "ops/vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
@@ -24,22 +25,6 @@
 namespace xgrad {
 
 namespace {
-
-int64_t wrap_dim(const char* op, int64_t d, const Tensor& a) {
-  const int64_t r = std::max<int64_t>(a.dim(), 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", a.shape(), " (expected in [", -r,
-         ", ", r - 1, "])");
-  return d < 0 ? d + r : d;
-}
-
-// `t` itself when contiguous, else an unrecorded contiguous copy (callers record against t).
-Tensor contig(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = empty(t.shape(), t.dtype());
-  kernels::copy_into(c, t);
-  return c;
-}
 
 // A tensor seen as (outer, C, inner) around dim d.
 struct Rows {
@@ -157,7 +142,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, Rows g, int64_t o0, int64_
 
 template <bool Log>
 Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t dim) {
-  const int64_t d = wrap_dim(op, dim, a);
+  const int64_t d = wrap_dim(op, dim, a.shape());
   const Rows g = rows_around(a.shape(), d);
   Tensor out = empty(a.shape(), a.dtype());
   const Tensor x = contig(a);

@@ -45,9 +45,11 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "xgrad/error.h"
 #include "xgrad/parallel.h"
 
 namespace xgrad::gemm_kernel {
@@ -96,7 +98,8 @@ T* scratch(int64_t n) {
   if (n > cap) {
     const std::size_t bytes = (static_cast<std::size_t>(n) * sizeof(T) + 63) / 64 * 64;
     buf.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!buf) throw std::bad_alloc();
+    if (!buf)
+      throw OutOfMemory("gemm: out of memory allocating " + std::to_string(bytes) + " bytes of scratch");
     cap = n;
   }
   return buf.get();

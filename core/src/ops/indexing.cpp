@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "kernels.h"
+#include "op_helpers.h"
+#include "tensor_ops.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -104,7 +106,7 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape, co
 
 Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
   profiler::RecordFunction rec("gather");
-  const int64_t d = kernels::wrap_dim("gather", dim, a.shape());
+  const int64_t d = wrap_dim("gather", dim, a.shape());
   const std::vector<int64_t> idx = checked_index("gather", a, d, index, nullptr);
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
   const std::vector<int64_t> from =
@@ -129,7 +131,7 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
 
 Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& src) {
   profiler::RecordFunction rec("scatter_add");
-  const int64_t d = kernels::wrap_dim("scatter_add", dim, a.shape());
+  const int64_t d = wrap_dim("scatter_add", dim, a.shape());
   if (src.dtype() != a.dtype())
     fail("scatter_add", "src (", dtype_name(src.dtype()), ", shape ", src.shape(),
          ") must have the input's dtype ", dtype_name(a.dtype()), " (shape ", a.shape(), ")");
@@ -203,7 +205,7 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
 
 ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
   (void)sorted;  // the result is always sorted (torch leaves the order unspecified otherwise)
-  const int64_t d = kernels::wrap_dim("topk", dim, a.shape());
+  const int64_t d = wrap_dim("topk", dim, a.shape());
   const int64_t R = a.dim() == 0 ? 1 : a.shape()[d];
   if (k < 0 || k > R)
     fail("topk", "k (", k.get(), ") is out of range for dim ", d, " of size ", R, " (shape ", a.shape(), ")");
@@ -314,15 +316,17 @@ IndexPutPlan plan_index_put(const char* op, const Shape& self_shape, const Shape
 
 }  // namespace
 
-Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
+namespace tensor_ops {
+
+Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
   const char* op = "index_put_";
   if (!values.defined()) fail(op, "values is undefined");
-  if (values.dtype() != dtype())
+  if (values.dtype() != self.dtype())
     fail(op, "values (", dtype_name(values.dtype()), ", shape ", values.shape(),
-         ") must have the dtype of self (", dtype_name(dtype()), ", shape ", shape(), ")");
-  check_recorded_inplace(op, *this, {values});
-  check_no_internal_overlap(op, *this);
-  const IndexPutPlan plan = plan_index_put(op, shape(), strides(), indices);
+         ") must have the dtype of self (", dtype_name(self.dtype()), ", shape ", self.shape(), ")");
+  check_recorded_inplace(op, self, {values});
+  check_no_internal_overlap(op, self);
+  const IndexPutPlan plan = plan_index_put(op, self.shape(), self.strides(), indices);
   bool fits = values.dim() <= static_cast<int64_t>(plan.region.size());
   for (int64_t d = 1; fits && d <= values.dim(); ++d) {
     const int64_t vs = values.shape()[values.dim() - d], rs = plan.region[plan.region.size() - d];
@@ -330,22 +334,22 @@ Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& val
   }
   if (!fits)
     fail(op, "values of shape ", values.shape(), " cannot be broadcast to the indexed shape ", plan.region,
-         " (tensor shape ", shape(), ")");
+         " (tensor shape ", self.shape(), ")");
   const Tensor v = values.expand(plan.region).contiguous();
   const bool acc = accumulate;
-  kernels::dispatch_all(dtype(), [&](auto tag) {
+  kernels::dispatch_all(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* ps = data_ptr<T>();
+    T* ps = self.data_ptr<T>();
     const T* pv = v.data_ptr<T>();
     for (std::size_t i = 0; i < plan.dst.size(); ++i) {
       if (acc) ps[plan.dst[i]] += pv[i];
       else ps[plan.dst[i]] = pv[i];
     }
   });
-  ++impl()->storage->version;
+  self.bump_version();
   // backward: dout's positions, in a contiguous dout of self's shape
-  std::vector<int64_t> pos = plan_index_put(op, shape(), contiguous_strides(shape()), indices).dst;
-  return record_inplace("IndexPutBackward0", *this, {values},
+  std::vector<int64_t> pos = plan_index_put(op, self.shape(), contiguous_strides(self.shape()), indices).dst;
+  return record_inplace("IndexPutBackward0", self, {values},
                         [pos = std::move(pos), acc, region = plan.region, v_shape = values.shape()](
                             const Tensor& dout, Grads& grads) {
                           // in the forward pass self[pos] = values (or += values with accumulate), so
@@ -378,11 +382,7 @@ Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& val
                         });
 }
 
-Tensor Tensor::index_put(const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) const {
-  Tensor out = clone();
-  out.index_put_(indices, values, accumulate);
-  return out;
-}
+}  // namespace tensor_ops
 
 Tensor index_put(const Tensor& a, const std::vector<Tensor>& indices, const Tensor& values, Flag accumulate) {
   profiler::RecordFunction rec("index_put");

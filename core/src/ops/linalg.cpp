@@ -90,12 +90,6 @@ std::optional<int64_t> merged_stride(const Shape& batch, const Shape& bstrides, 
 // would only add memory traffic.
 constexpr int64_t kSmallFoldDim = 64;
 
-Tensor dense_copy(const Tensor& t) {
-  Tensor c = empty(t.shape(), t.dtype());
-  kernels::copy_into(c, t);
-  return c;
-}
-
 // out (batch_o..., M, N) (+)= a (batch_a..., M, K) @ b (batch_b..., K, N) over `batch`, the
 // broadcast of the three batch shapes. Where out's batch dims are broadcast (stride 0) the
 // products are summed into it. accumulate: add to out's contents instead of overwriting.

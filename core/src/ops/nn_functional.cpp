@@ -26,14 +26,6 @@ namespace xgrad {
 
 namespace {
 
-// `t` itself when contiguous, else an unrecorded contiguous copy (callers record against t).
-Tensor contig(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = empty(t.shape(), t.dtype());
-  kernels::copy_into(c, t);
-  return c;
-}
-
 void check_same_dtype(const char* op, const char* what, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     fail(op, what, " dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",

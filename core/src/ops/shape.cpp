@@ -1,7 +1,8 @@
 // core/src/ops/shape.cpp: ops that assemble a tensor from pieces or pick parts of one: cat,
 // stack, split, chunk, index_select (the embedding lookup), masked_fill and the in-place
-// Tensor::masked_fill_ (the causal mask in attention), triu, tril (and in place), roll. The zero-copy views
-// (view, transpose, slice, ...) and their backward are in views.cpp.
+// masked_fill_ behind Tensor::masked_fill_ (the causal mask in attention), triu, tril (and in
+// place), roll. The zero-copy views (view, transpose, slice, ...) and their backward are in
+// views.cpp.
 //
 // Adding an op: forward into a fresh contiguous `empty(...)`, backward closure right below,
 // and a row in tests/core/gradcheck_rows_shape.cpp.
@@ -10,6 +11,8 @@
 #include <string>
 
 #include "kernels.h"
+#include "op_helpers.h"
+#include "tensor_ops.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -17,14 +20,6 @@
 namespace xgrad {
 
 namespace {
-
-int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
-         r - 1, "])");
-  return d < 0 ? d + r : d;
-}
 
 // "[2, 3], [2, 4]"
 std::string shapes_str(const std::vector<Tensor>& ts) {
@@ -70,7 +65,7 @@ Tensor cat(const std::vector<Tensor>& tensors, Int dim) {
   if (ref->dim() == 0)
     fail("cat", "zero-dimensional tensors cannot be concatenated (got shapes ", shapes_str(tensors),
          "); use stack");
-  const int64_t d = wrap("cat", dim, ref->dim(), ref->shape());
+  const int64_t d = wrap_dim("cat", dim, ref->dim(), ref->shape());
   std::vector<int64_t> sizes(tensors.size(), -1);  // -1: skipped
   int64_t total = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -123,7 +118,7 @@ Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
            " (tensor ", i, " is ", dtype_name(tensors[i].dtype()), " ", tensors[i].shape(), ")");
   }
   const Tensor& ref = tensors[0];
-  const int64_t d = wrap("stack", dim, ref.dim() + 1, ref.shape());
+  const int64_t d = wrap_dim("stack", dim, ref.dim() + 1, ref.shape());
   Shape out_shape = ref.shape();
   out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
   Tensor out = empty(out_shape, ref.dtype());  // (..., n, ...)
@@ -146,7 +141,7 @@ Tensor stack(const std::vector<Tensor>& tensors, Int dim) {
 std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
   profiler::RecordFunction rec("split");
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
-  const int64_t d = wrap("split", dim, a.dim(), a.shape());
+  const int64_t d = wrap_dim("split", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
   if (split_size < 0 || (split_size == 0 && n != 0))
     fail("split", "split_size must be positive (0 only for an empty dim), got ", split_size, " for dim ", d,
@@ -163,7 +158,7 @@ std::vector<Tensor> split(const Tensor& a, Int split_size, Int dim) {
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, Int dim) {
   profiler::RecordFunction rec("split");
   if (a.dim() == 0) fail("split", "expects at least a 1-dimensional tensor, got shape []");
-  const int64_t d = wrap("split", dim, a.dim(), a.shape());
+  const int64_t d = wrap_dim("split", dim, a.dim(), a.shape());
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) fail("split", "split sizes must be non-negative, got ", Shape(sizes));
@@ -186,7 +181,7 @@ std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
   if (a.dim() == 0) fail("chunk", "expects at least a 1-dimensional tensor, got shape []");
   if (chunks <= 0)
     fail("chunk", "expects `chunks` to be greater than 0, got ", chunks, " (shape ", a.shape(), ")");
-  const int64_t d = wrap("chunk", dim, a.dim(), a.shape());
+  const int64_t d = wrap_dim("chunk", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
   // reference: torch's chunk: pieces of ceil(n / chunks), so there may be fewer than `chunks`;
   // an empty dim still gives `chunks` empty pieces
@@ -204,7 +199,7 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
          index.shape(), " (use index.to(kInt64))");
   if (index.dim() > 1) fail("index_select", "index must be 1-D, got shape ", index.shape());
   if (a.dim() == 0) fail("index_select", "cannot index a 0-d tensor (shape [])");
-  const int64_t d = wrap("index_select", dim, a.dim(), a.shape());
+  const int64_t d = wrap_dim("index_select", dim, a.dim(), a.shape());
   const int64_t n = a.shape()[d];
   const std::vector<int64_t> idx = index.to_vector<int64_t>();
   for (int64_t v : idx)
@@ -312,24 +307,26 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
                 });
 }
 
-Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+namespace tensor_ops {
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
   check_mask("masked_fill_", mask);
-  check_recorded_inplace("masked_fill_", *this);  // before writing: leaves, views in the graph
-  if (kernels::broadcast_shapes("masked_fill_", shape(), mask.shape()) != shape())
+  check_recorded_inplace("masked_fill_", self);  // before writing: leaves, views in the graph
+  if (kernels::broadcast_shapes("masked_fill_", self.shape(), mask.shape()) != self.shape())
     fail("masked_fill_", "mask of shape ", mask.shape(), " cannot be broadcast to the tensor's shape ",
-         shape(), " (an in-place op cannot change the shape)");
-  for (int64_t d = 0; d < dim(); ++d)
-    if (strides()[d] == 0 && shape()[d] > 1)
-      fail("masked_fill_", "the tensor (shape ", shape(), ", strides ", strides(),
+         self.shape(), " (an in-place op cannot change the shape)");
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.strides()[d] == 0 && self.shape()[d] > 1)
+      fail("masked_fill_", "the tensor (shape ", self.shape(), ", strides ", self.strides(),
            ") is an expanded view whose elements share memory; call .clone() first");
-  fill_masked(*this, *this, mask, value);
-  ++impl()->storage->version;
-  return record_inplace("MaskedFillBackward0", *this, {}, [m = save(mask)](const Tensor& dout, Grads& grads) {
+  fill_masked(self, self, mask, value);
+  self.bump_version();
+  return record_inplace("MaskedFillBackward0", self, {}, [m = save(mask)](const Tensor& dout, Grads& grads) {
     // in the forward pass self was overwritten with a constant where the mask is true, so the
     // old self's gradient is dout where the mask is false and 0 where it is true
     grads.add(0, zero_where(dout, m.get()));
   });
 }
+}  // namespace tensor_ops
 
 // ---------------------------------------------------------------- triu / tril
 
@@ -389,7 +386,7 @@ Tensor& triangle_(const char* op, const char* name, Tensor& a, int64_t diagonal,
     zero_outside_triangle(tmp, diagonal, upper);
     kernels::copy_into(a, tmp);
   }
-  ++a.impl()->storage->version;
+  a.bump_version();
   return record_inplace(name, a, {}, [diagonal, upper](const Tensor& dout, Grads& grads) {
     // in the forward pass self was zeroed outside the triangle, so the old self's gradient
     // is dout inside it and 0 outside
@@ -446,7 +443,7 @@ Tensor roll(const Tensor& a, Dims shifts, Dims dims) {
          " must have the same length (one shift without dims rolls the flattened tensor; shape ", a.shape(),
          ")");
   Shape wrapped;
-  for (int64_t d : dims) wrapped.push_back(wrap("roll", d, a.dim(), a.shape()));
+  for (int64_t d : dims) wrapped.push_back(wrap_dim("roll", d, a.dim(), a.shape()));
   if (a.dim() == 0) return a.clone();
   Tensor out = roll_values(a, shifts, wrapped);  // a's shape
   Shape back;

@@ -1,10 +1,13 @@
 // core/src/ops/views.cpp: the zero-copy views (view, reshape, flatten, transpose, permute,
-// slice, narrow, select, unsqueeze, squeeze, expand). Each makes a new shape/strides/offset
-// over the same storage; each backward maps the gradient back to the input's shape.
+// slice, narrow, select, unsqueeze, squeeze, expand), behind the Tensor methods of the same
+// names (tensor_methods.cpp). Each makes a new shape/strides/offset over the same storage;
+// each backward maps the gradient back to the input's shape.
 #include <algorithm>
 #include <numeric>
 
 #include "kernels.h"
+#include "op_helpers.h"
+#include "tensor_ops.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -12,14 +15,6 @@
 namespace xgrad {
 
 namespace {
-int64_t wrap(const char* op, int64_t d, int64_t rank, const Shape& shape) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r)
-    fail(op, "dimension ", d, " is out of range for a tensor of shape ", shape, " (expected in [", -r, ", ",
-         r - 1, "])");
-  return d < 0 ? d + r : d;
-}
-
 // Resolves one -1 and checks the element count.
 Shape infer_shape(const char* op, const Shape& from, Shape to) {
   int64_t infer = -1;
@@ -94,82 +89,84 @@ Tensor view_as_shape(const Tensor& self, const Shape& shape, const Shape& stride
 }
 }  // namespace
 
-Tensor Tensor::view(Shape requested) const {
+namespace tensor_ops {
+
+Tensor view(const Tensor& self, Shape requested) {
   profiler::RecordFunction rec("view");
-  const Shape new_shape = infer_shape("view", shape(), std::move(requested));
-  auto st = view_strides(shape(), strides(), new_shape);
+  const Shape new_shape = infer_shape("view", self.shape(), std::move(requested));
+  auto st = view_strides(self.shape(), self.strides(), new_shape);
   if (!st)
-    fail("view", "cannot view a tensor of shape ", shape(), " and strides ", strides(), " as shape ",
-         new_shape,
+    fail("view", "cannot view a tensor of shape ", self.shape(), " and strides ", self.strides(),
+         " as shape ", new_shape,
          ": its elements are not laid out contiguously in memory (a transpose or "
          "permute made it non-contiguous). Call .contiguous().view(...) or use .reshape(...), "
          "which copies when it must");
-  Tensor out = view_as_shape(*this, new_shape, *st);
-  const Shape in_shape = shape();
-  return record("ViewBackward0", out, {*this}, [in_shape](const Tensor& dout, Grads& grads) {
+  Tensor out = view_as_shape(self, new_shape, *st);
+  const Shape in_shape = self.shape();
+  return record("ViewBackward0", out, {self}, [in_shape](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self seen with a new shape, so dself = dout in the old one
     grads.add(0, dout.reshape(in_shape));
   });
 }
 
-Tensor Tensor::reshape(Shape requested) const {
+Tensor reshape(const Tensor& self, Shape requested) {
   profiler::RecordFunction rec("reshape");
-  const Shape new_shape = infer_shape("reshape", shape(), std::move(requested));
-  if (view_strides(shape(), strides(), new_shape)) return view(new_shape);
-  return clone().view(new_shape);
+  const Shape new_shape = infer_shape("reshape", self.shape(), std::move(requested));
+  if (view_strides(self.shape(), self.strides(), new_shape)) return self.view(new_shape);
+  return self.clone().view(new_shape);
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
   profiler::RecordFunction rec("flatten");
-  if (dim() == 0) return reshape({1});
-  const int64_t s = wrap("flatten", start_dim, dim(), shape());
-  const int64_t e = wrap("flatten", end_dim, dim(), shape());
+  if (self.dim() == 0) return self.reshape({1});
+  const int64_t s = wrap_dim("flatten", start_dim, self.dim(), self.shape());
+  const int64_t e = wrap_dim("flatten", end_dim, self.dim(), self.shape());
   if (s > e)
-    fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", shape());
-  Shape out(shape().begin(), shape().begin() + s);
-  out.push_back(numel_of(Shape(shape().begin() + s, shape().begin() + e + 1)));
-  out.insert(out.end(), shape().begin() + e + 1, shape().end());
-  return reshape(out);
+    fail("flatten", "start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", self.shape());
+  Shape out(self.shape().begin(), self.shape().begin() + s);
+  out.push_back(numel_of(Shape(self.shape().begin() + s, self.shape().begin() + e + 1)));
+  out.insert(out.end(), self.shape().begin() + e + 1, self.shape().end());
+  return self.reshape(out);
 }
 
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   profiler::RecordFunction rec("transpose");
-  const int64_t a = wrap("transpose", dim0, dim(), shape());
-  const int64_t b = wrap("transpose", dim1, dim(), shape());
-  if (dim() == 0) return *this;
-  Shape sh = shape(), st = strides();
+  const int64_t a = wrap_dim("transpose", dim0, self.dim(), self.shape());
+  const int64_t b = wrap_dim("transpose", dim1, self.dim(), self.shape());
+  if (self.dim() == 0) return self;
+  Shape sh = self.shape(), st = self.strides();
   std::swap(sh[a], sh[b]);
   std::swap(st[a], st[b]);
-  Tensor out = make_view(*this, sh, st, storage_offset());
-  return record("TransposeBackward0", out, {*this}, [a, b](const Tensor& dout, Grads& grads) {
+  Tensor out = make_view(self, sh, st, self.storage_offset());
+  return record("TransposeBackward0", out, {self}, [a, b](const Tensor& dout, Grads& grads) {
     // in the forward pass dims a and b were swapped, so swap them back
     grads.add(0, dout.transpose(a, b));
   });
 }
 
-Tensor Tensor::t() const {
-  if (dim() > 2)
-    fail("t", "expects a tensor with <= 2 dimensions, got shape ", shape(), "; use transpose(d0, d1)");
-  if (dim() < 2) return *this;
-  return transpose(0, 1);
+Tensor t(const Tensor& self) {
+  if (self.dim() > 2)
+    fail("t", "expects a tensor with <= 2 dimensions, got shape ", self.shape(), "; use transpose(d0, d1)");
+  if (self.dim() < 2) return self;
+  return self.transpose(0, 1);
 }
 
-Tensor Tensor::permute(Shape dims) const {
+Tensor permute(const Tensor& self, Shape dims) {
   profiler::RecordFunction rec("permute");
-  if (static_cast<int64_t>(dims.size()) != dim())
-    fail("permute", "got ", dims.size(), " dims ", dims, " for a tensor of shape ", shape());
+  if (static_cast<int64_t>(dims.size()) != self.dim())
+    fail("permute", "got ", dims.size(), " dims ", dims, " for a tensor of shape ", self.shape());
   Shape sh(dims.size()), st(dims.size()), inverse(dims.size());
   std::vector<bool> used(dims.size(), false);
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = wrap("permute", dims[i], dim(), shape());
+    const int64_t d = wrap_dim("permute", dims[i], self.dim(), self.shape());
     if (used[d]) fail("permute", "repeated dim in ", dims);
     used[d] = true;
-    sh[i] = shape()[d];
-    st[i] = strides()[d];
+    sh[i] = self.shape()[d];
+    st[i] = self.strides()[d];
     inverse[d] = static_cast<int64_t>(i);
   }
-  Tensor out = make_view(*this, sh, st, storage_offset());
-  return record("PermuteBackward0", out, {*this}, [inverse](const Tensor& dout, Grads& grads) {
+  Tensor out = make_view(self, sh, st, self.storage_offset());
+  return record("PermuteBackward0", out, {self}, [inverse](const Tensor& dout, Grads& grads) {
     // in the forward pass out dim i was self dim dims[i], so apply the inverse permutation
     grads.add(0, dout.permute(inverse));
   });
@@ -183,25 +180,25 @@ static Tensor scatter_into_zeros(const Tensor& dout, const Shape& in_shape,
   return g;
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+Tensor slice(const Tensor& self, int64_t d, int64_t start, int64_t end, int64_t step) {
   profiler::RecordFunction rec("slice");
-  if (dim() == 0) fail("slice", "cannot slice a 0-d tensor");
-  d = wrap("slice", d, dim(), shape());
+  if (self.dim() == 0) fail("slice", "cannot slice a 0-d tensor");
+  d = wrap_dim("slice", d, self.dim(), self.shape());
   if (step <= 0) fail("slice", "step must be positive, got ", step);
-  const int64_t n = shape()[d];
+  const int64_t n = self.shape()[d];
   // Python slice semantics: negative indices count from the end, then clamp to [0, n]
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  Shape sh = shape(), st = strides();
+  Shape sh = self.shape(), st = self.strides();
   sh[d] = (end - start) / step + ((end - start) % step != 0);  // no overflow for a huge step
   // stride * step as torch; it can only overflow when the dim has size <= 1 (step >= n), where
   // any stride addresses the same element: keep the input's then
-  if (__builtin_mul_overflow(strides()[d], step, &st[d])) st[d] = strides()[d];
-  Tensor out = make_view(*this, sh, st, offset_at(*this, start, strides()[d]));
-  const Shape in_shape = shape();
-  return record("SliceBackward0", out, {*this},
+  if (__builtin_mul_overflow(self.strides()[d], step, &st[d])) st[d] = self.strides()[d];
+  Tensor out = make_view(self, sh, st, offset_at(self, start, self.strides()[d]));
+  const Shape in_shape = self.shape();
+  return record("SliceBackward0", out, {self},
                 [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0
                   // elsewhere
@@ -212,31 +209,32 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
                 });
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+Tensor narrow(const Tensor& self, int64_t d, int64_t start, int64_t length) {
   profiler::RecordFunction rec("narrow");
-  d = wrap("narrow", d, dim(), shape());
-  const int64_t n = shape()[d];
+  d = wrap_dim("narrow", d, self.dim(), self.shape());
+  const int64_t n = self.shape()[d];
   if (start < 0) start += n;
   if (start < 0 || length < 0 || start + length > n)
     fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d, " of size ", n,
-         " (shape ", shape(), ")");
-  return slice(d, start, start + length);
+         " (shape ", self.shape(), ")");
+  return self.slice(d, start, start + length);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
+Tensor select(const Tensor& self, int64_t d, int64_t index) {
   profiler::RecordFunction rec("select");
-  if (dim() == 0) fail("select", "cannot index a 0-d tensor");
-  d = wrap("select", d, dim(), shape());
-  const int64_t n = shape()[d];
+  if (self.dim() == 0) fail("select", "cannot index a 0-d tensor");
+  d = wrap_dim("select", d, self.dim(), self.shape());
+  const int64_t n = self.shape()[d];
   if (index < -n || index >= n)
-    fail("select", "index ", index, " is out of range for dim ", d, " of size ", n, " (shape ", shape(), ")");
+    fail("select", "index ", index, " is out of range for dim ", d, " of size ", n, " (shape ", self.shape(),
+         ")");
   if (index < 0) index += n;
-  Shape sh = shape(), st = strides();
+  Shape sh = self.shape(), st = self.strides();
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  Tensor out = make_view(*this, sh, st, offset_at(*this, index, strides()[d]));
-  const Shape in_shape = shape();
-  return record("SelectBackward0", out, {*this}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
+  Tensor out = make_view(self, sh, st, offset_at(self, index, self.strides()[d]));
+  const Shape in_shape = self.shape();
+  return record("SelectBackward0", out, {self}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
     grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
                 NoGradGuard guard;
@@ -245,16 +243,17 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   });
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
+Tensor unsqueeze(const Tensor& self, int64_t d) {
   profiler::RecordFunction rec("unsqueeze");
-  d = wrap("unsqueeze", d, dim() + 1, shape());
-  Shape sh = shape(), st = strides();
+  d = wrap_dim("unsqueeze", d, self.dim() + 1, self.shape());
+  Shape sh = self.shape(), st = self.strides();
   int64_t new_stride = 1;  // torch: size * stride of the dim it goes before (any value works)
-  if (d < dim() && __builtin_mul_overflow(strides()[d], shape()[d], &new_stride)) new_stride = strides()[d];
+  if (d < self.dim() && __builtin_mul_overflow(self.strides()[d], self.shape()[d], &new_stride))
+    new_stride = self.strides()[d];
   sh.insert(sh.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  Tensor out = make_view(*this, sh, st, storage_offset());
-  return record("UnsqueezeBackward0", out, {*this}, [d](const Tensor& dout, Grads& grads) {
+  Tensor out = make_view(self, sh, st, self.storage_offset());
+  return record("UnsqueezeBackward0", out, {self}, [d](const Tensor& dout, Grads& grads) {
     // in the forward pass a size-1 dim was inserted at d, so remove it
     grads.add(0, dout.squeeze(d));
   });
@@ -275,49 +274,53 @@ static Tensor squeeze_dims(const Tensor& self, const std::vector<bool>& drop, co
   });
 }
 
-Tensor Tensor::squeeze() const {
+Tensor squeeze(const Tensor& self) {
   profiler::RecordFunction rec("squeeze");
-  std::vector<bool> drop(dim());
-  for (int64_t d = 0; d < dim(); ++d) drop[d] = shape()[d] == 1;
-  return squeeze_dims(*this, drop, "SqueezeBackward0");
+  std::vector<bool> drop(self.dim());
+  for (int64_t d = 0; d < self.dim(); ++d) drop[d] = self.shape()[d] == 1;
+  return squeeze_dims(self, drop, "SqueezeBackward0");
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
+Tensor squeeze(const Tensor& self, int64_t d) {
   profiler::RecordFunction rec("squeeze");
-  if (dim() == 0) return *this;
-  d = wrap("squeeze", d, dim(), shape());
-  std::vector<bool> drop(dim(), false);
-  drop[d] = shape()[d] == 1;
-  return squeeze_dims(*this, drop, "SqueezeBackward1");
+  if (self.dim() == 0) return self;
+  d = wrap_dim("squeeze", d, self.dim(), self.shape());
+  std::vector<bool> drop(self.dim(), false);
+  drop[d] = self.shape()[d] == 1;
+  return squeeze_dims(self, drop, "SqueezeBackward1");
 }
 
-Tensor Tensor::expand(Shape target) const {
+Tensor expand(const Tensor& self, Shape target) {
   profiler::RecordFunction rec("expand");
-  if (static_cast<int64_t>(target.size()) < dim())
-    fail("expand", "the number of sizes ", target, " must be >= the tensor's dims (shape ", shape(), ")");
-  const std::size_t lead = target.size() - shape().size();
+  if (static_cast<int64_t>(target.size()) < self.dim())
+    fail("expand", "the number of sizes ", target, " must be >= the tensor's dims (shape ", self.shape(),
+         ")");
+  const std::size_t lead = target.size() - self.shape().size();
   Shape st(target.size(), 0);
   for (std::size_t i = 0; i < target.size(); ++i) {
     if (i < lead) {
       if (target[i] < 0) fail("expand", "-1 is not allowed for a new leading dim: ", target);
       continue;
     }
-    const int64_t have = shape()[i - lead];
+    const int64_t have = self.shape()[i - lead];
     if (target[i] == -1) target[i] = have;
     if (have == target[i]) {
-      st[i] = strides()[i - lead];
+      st[i] = self.strides()[i - lead];
     } else if (have == 1) {
       st[i] = 0;
     } else {
-      fail("expand", "cannot expand shape ", shape(), " to ", target, " (dim ", i, ": ", have, " is not 1)");
+      fail("expand", "cannot expand shape ", self.shape(), " to ", target, " (dim ", i, ": ", have,
+           " is not 1)");
     }
   }
-  Tensor out = make_view(*this, target, st, storage_offset());
-  const Shape in_shape = shape();
-  return record("ExpandBackward0", out, {*this}, [in_shape](const Tensor& dout, Grads& grads) {
+  Tensor out = make_view(self, target, st, self.storage_offset());
+  const Shape in_shape = self.shape();
+  return record("ExpandBackward0", out, {self}, [in_shape](const Tensor& dout, Grads& grads) {
     // in the forward pass size-1 dims were repeated, so sum the gradient over them
     grads.add(0, sum_to(dout, in_shape));
   });
 }
+
+}  // namespace tensor_ops
 
 }  // namespace xgrad
