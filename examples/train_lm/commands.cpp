@@ -16,25 +16,6 @@ namespace train_lm {
 
 namespace io = xgrad::io;
 
-std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size) {
-  const std::string n = std::to_string(launcher_size), batch = "--batch-size " + std::to_string(batch_size);
-  if (launcher_size > 1 && !with_mpi)
-    return "this train_lm was built without MPI (no libopenmpi-dev at configure time, or "
-           "-DXGRAD_WITH_MPI=OFF), "
-           "so it cannot train on the " +
-           n +
-           " processes mpirun started; install OpenMPI (scripts/deps.sh) and rebuild, or run train_lm "
-           "without mpirun";
-  if (launcher_size > batch_size)
-    return batch + " is the global batch, shared by the " + n + " processes: it must be at least " + n +
-           " (one row per process); raise --batch-size or start fewer processes (mpirun -np)";
-  if (batch_size % launcher_size != 0)
-    return batch + " is the global batch and must divide evenly among the " + n +
-           " processes; use a multiple of " + n + " (e.g. " +
-           std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
-  return std::nullopt;
-}
-
 void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available) {
   if (!available || e.total_bytes() <= *available) return;
   const GPTConfig& m = o.model;
@@ -60,25 +41,6 @@ void set_threads(int threads) {
   if (threads > 0) xgrad::set_num_threads(threads);
 }
 
-// The metadata entry `key` of a checkpoint file, parsed as JSON.
-nlohmann::json meta_json(const io::SafetensorsFile& f, const std::string& file, const char* key,
-                         const char* missing_hint = "") {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no '", key, "'", missing_hint);
-  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
-  if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
-  return j;
-}
-
-// The saved model config, with the file named in any problem.
-GPTConfig saved_config(const io::SafetensorsFile& f, const std::string& file, const char* missing_hint = "") {
-  try {
-    return gpt_config_from_json(meta_json(f, file, "config", missing_hint));
-  } catch (const ConfigError& e) {
-    xgrad::fail("checkpoint", file, ": ", e.what());
-  }
-}
-
 int error_exit(const std::string& what, int code = 1) {
   spdlog::error("{}", what);
   return code;
@@ -99,6 +61,7 @@ int train_in_world(TrainOptions o) {
 
     // 1. the checkpoint to resume, or the proof that we would not overwrite one
     std::optional<io::Checkpoint> ck;
+    std::optional<SavedModel> saved;
     std::error_code ec;
     const std::optional<fs::path> existing =
         fs::exists(root, ec) ? io::find_checkpoint(root, kModelFile) : std::nullopt;
@@ -107,9 +70,8 @@ int train_in_world(TrainOptions o) {
         !existing && fs::exists(o.metrics_path(), ec) && metrics_in_checkpoint_dir(o);
     if (o.resume && existing) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
-      const io::SafetensorsFile& state = ck->at(kTrainStateFile);
-      const std::string file = (ck->dir / kTrainStateFile).string();
-      merge_saved_options(o, meta_json(state, file, "train_options"), saved_config(state, file));
+      saved = read_saved_model(*ck);
+      merge_saved_options(o, read_saved_options(*ck), saved->config);
       validate(o);
     } else if (o.resume && !failed_first_run) {
       return error_exit(
@@ -130,15 +92,9 @@ int train_in_world(TrainOptions o) {
     // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
     // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
     std::string text = read_corpus(o.data);
-    std::shared_ptr<const Tokenizer> tokenizer;
-    if (ck) {
-      auto it = ck->at(kTrainStateFile).metadata.find("vocab");
-      if (it != ck->at(kTrainStateFile).metadata.end()) {
-        std::shared_ptr<const Tokenizer> saved = xgrad::text::tokenizer_from_json(it->second);
-        if (saved->kind() != "char") tokenizer = std::move(saved);
-      }
-    }
-    if (!tokenizer) tokenizer = make_tokenizer(o.tokenizer, text, o.data);
+    std::shared_ptr<const Tokenizer> tokenizer = saved && saved->tokenizer->kind() != "char"
+                                                     ? saved->tokenizer
+                                                     : make_tokenizer(o.tokenizer, text, o.data);
     Corpus corpus = make_corpus(text, o.model.context_length, o.data, tokenizer);
     spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tokenizer->kind(),
                  tokenizer->vocab_size(), text.size(), corpus.split.train.size() + corpus.split.val.size());
@@ -167,7 +123,7 @@ int train_in_world(TrainOptions o) {
     if (world().is_main()) {
       io::check_writable_dir(root);
       // a metrics file left by a run that stopped before its first checkpoint (NaN loss, out
-      // of memory, killed) is kept under a new name, and the directory starts again (issue #13)
+      // of memory, killed) is kept under a new name, and the directory starts again
       if (failed_first_run && fs::exists(o.metrics_path(), ec))
         spdlog::warn(
             "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are "
@@ -242,28 +198,22 @@ int run_generate(const GenerateOptions& o) {
     set_threads(o.threads);
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
-    const io::SafetensorsFile& model_file = ck.at(kModelFile);
-    const std::string file = (ck.dir / kModelFile).string();
-    const char* hint = " (a train_lm checkpoint stores its config and vocabulary there)";
-    const GPTConfig cfg = saved_config(model_file, file, hint);
-    meta_json(model_file, file, "vocab", hint);  // present and JSON
-    std::unique_ptr<Tokenizer> tok = xgrad::text::tokenizer_from_json(model_file.metadata.at("vocab"));
-    if (tok->vocab_size() != cfg.vocab_size)
-      xgrad::fail("checkpoint", file, ": the ", tok->kind(), " vocabulary has ", tok->vocab_size(),
-                  " tokens but the config says vocab_size ", cfg.vocab_size);
+    const SavedModel saved =
+        read_saved_model(ck, " (a train_lm checkpoint stores its config and vocabulary there)");
+    const GPTConfig& cfg = saved.config;
+    const Tokenizer* tok = saved.tokenizer.get();
     std::vector<int64_t> prompt = tok->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
     xgrad::nn::GPTModel model(cfg);
     try {
-      model.load_state_dict(xgrad::nn::StateDict::from(model_file.tensors));
+      model.load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
     } catch (const xgrad::Error& e) {
-      xgrad::fail("checkpoint", file, " does not fit its own config: ", e.what());
+      xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
     }
     xgrad::Generator gen(o.seed);
-    std::vector<int64_t> ids =
-        generate_tokens(model, prompt, o.max_new_tokens, o.temperature, o.top_k, gen, o.top_p, o.kv_cache);
+    std::vector<int64_t> ids = generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen, o.kv_cache);
     std::cout << tok->decode(ids) << std::endl;
     return 0;
   } catch (const ConfigError& e) {

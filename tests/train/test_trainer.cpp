@@ -98,7 +98,7 @@ TEST_F(TrainerTest, SmokeLossFalls) {
   // sampling after training reproduces the corpus's words
   xgrad::Generator g(5);
   std::string text =
-      t.tokenizer().decode(generate_tokens(t.model(), t.tokenizer().encode("the "), 40, 0.0, 0, g));
+      t.tokenizer().decode(generate_tokens(t.model(), t.tokenizer().encode("the "), 40, {.temperature = 0.0}, g));
   EXPECT_EQ(text.rfind("the ", 0), 0u);
   EXPECT_EQ(text.size(), 44u);
 }
@@ -117,7 +117,7 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   // the optimizer's own layout (xgrad::save(opt.state_dict(), path)): state.<flat index>.<key>
   EXPECT_TRUE(ck.at(kTrainStateFile).contains("state.0.exp_avg"));
   EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("optimizer"), "AdamW");
-  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "3");
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "4");
   EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("step"), "5");
 
   Trainer b(o, corpus());  // fresh weights: differ from a's
@@ -270,7 +270,7 @@ TEST_F(TrainerTest, OldCheckpointsResume) {
   const auto want = xgrad::load(fixture / "model_step6.safetensors");
   const auto got = load_checkpoint_files(tmp / "ck");
   EXPECT_EQ(got.dir.filename(), "step_00000006");
-  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "3");  // saved in today's format
+  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "4");  // saved in today's format
   // The old run's step 6, up to the kernels' rounding: the fixture was written by an older
   // build, and a faster kernel may round differently (today's resumes are compared bit for
   // bit with uninterrupted runs in ResumeReproducesAnUninterruptedRun). A lost or misplaced moment moves a
