@@ -16,24 +16,6 @@ namespace train_lm {
 
 namespace io = xgrad::io;
 
-void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available) {
-  if (!available || e.total_bytes() <= *available) return;
-  const GPTConfig& m = o.model;
-  std::ostringstream os;
-  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
-     << format_bytes(*available) << " is available: ";
-  if (e.activation_bytes >= e.state_bytes)
-    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size "
-       << o.batch_size << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim
-       << " x --n-layers " << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads "
-       << m.n_heads << " x --context-length); lower --batch-size or --context-length";
-  else
-    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
-       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
-       << "; lower --emb-dim or --n-layers";
-  throw ConfigError(os.str());
-}
-
 namespace {
 
 // xgrad's thread pool (OpenBLAS stays on one thread); 0 keeps xgrad's default.
@@ -46,6 +28,18 @@ int error_exit(const std::string& what, int code = 1) {
   return code;
 }
 
+// body()'s exit code, or the exit code of what it threw: 2 for a flag's problem, else 1.
+template <class F>
+int exit_code_of(F&& body) {
+  try {
+    return body();
+  } catch (const ConfigError& e) {
+    return error_exit(e.what(), 2);
+  } catch (const std::exception& e) {
+    return error_exit(e.what(), 1);
+  }
+}
+
 // The metrics file is inside the checkpoint directory (the default --metrics).
 bool metrics_in_checkpoint_dir(const TrainOptions& o) {
   std::error_code ec;
@@ -55,7 +49,7 @@ bool metrics_in_checkpoint_dir(const TrainOptions& o) {
 
 // run_train in the world join_world() made (world.h): one process, or one rank of N.
 int train_in_world(TrainOptions o) {
-  try {
+  return exit_code_of([&] {
     set_threads(o.threads);
     const fs::path root = o.checkpoint_dir;
 
@@ -106,7 +100,7 @@ int train_in_world(TrainOptions o) {
     const GPTConfig& full = o.model;
     const MemoryEstimate mem = estimate_training_memory(full, o.batch_size);
     const std::optional<double> available = available_memory_bytes();
-    check_memory_fits(o, mem, available);
+    if (auto problem = memory_problem(o.model, o.batch_size, mem, available)) throw ConfigError(*problem);
     if (o.dry_run) {
       if (world().is_main())
         std::cout << "dry run: "
@@ -171,11 +165,7 @@ int train_in_world(TrainOptions o) {
     spdlog::info("done: step {}{}", r.step,
                  r.last_checkpoint ? ", checkpoint " + r.last_checkpoint->string() : "");
     return 0;
-  } catch (const ConfigError& e) {
-    return error_exit(e.what(), 2);
-  } catch (const std::exception& e) {
-    return error_exit(e.what(), 1);
-  }
+  });
 }
 
 }  // namespace
@@ -194,19 +184,17 @@ int run_train(TrainOptions o) {
 }
 
 int run_generate(const GenerateOptions& o) {
-  try {
+  return exit_code_of([&] {
     set_threads(o.threads);
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
     const SavedModel saved =
         read_saved_model(ck, " (a train_lm checkpoint stores its config and vocabulary there)");
-    const GPTConfig& cfg = saved.config;
-    const Tokenizer* tok = saved.tokenizer.get();
-    std::vector<int64_t> prompt = tok->encode(o.prompt);
+    std::vector<int64_t> prompt = saved.tokenizer->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
-    xgrad::nn::GPTModel model(cfg);
+    xgrad::nn::GPTModel model(saved.config);
     try {
       model.load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
     } catch (const xgrad::Error& e) {
@@ -214,17 +202,13 @@ int run_generate(const GenerateOptions& o) {
     }
     xgrad::Generator gen(o.seed);
     std::vector<int64_t> ids = generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen, o.kv_cache);
-    std::cout << tok->decode(ids) << std::endl;
+    std::cout << saved.tokenizer->decode(ids) << std::endl;
     return 0;
-  } catch (const ConfigError& e) {
-    return error_exit(e.what(), 2);
-  } catch (const std::exception& e) {
-    return error_exit(e.what(), 1);
-  }
+  });
 }
 
 int run_tokenize(const TokenizeOptions& o) {
-  try {
+  return exit_code_of([&] {
     const std::string text = read_corpus(o.data);
     std::shared_ptr<const Tokenizer> tok = make_tokenizer(o.tokenizer, text, o.data);
     const std::vector<int64_t> ids = tok->encode(text);
@@ -239,9 +223,7 @@ int run_tokenize(const TokenizeOptions& o) {
     std::cout.flush();
     if (!std::cout) return error_exit("tokenize: cannot write the ids to stdout", 1);
     return 0;
-  } catch (const std::exception& e) {
-    return error_exit(e.what(), 1);
-  }
+  });
 }
 
 }  // namespace train_lm

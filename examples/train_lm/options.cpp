@@ -17,8 +17,6 @@
 namespace train_lm {
 namespace {
 
-using xgrad_examples::FlagRange;
-
 template <class... Parts>
 [[noreturn]] void bad(const Parts&... parts) {
   std::ostringstream os;
@@ -29,32 +27,13 @@ template <class... Parts>
 }
 
 // ---------------------------------------------------------------- the flags
-enum FlagAttr : int {
-  kSaved = 1,        // kept in the checkpoint: --resume takes it from there unless given
-  kShowDefault = 2,  // --help shows the default
-  kNegated = 4,      // a bool flag that clears its field (--no-progress)
-  kPreset = 8,       // --preset sets it unless given
-  kModel = 16,       // a GPTConfig field: its range and checks are nn's, it is saved in the config
-};
+using namespace xgrad_examples;  // Flag, FlagRange, ints, reals, flag_name (flag_range.h)
 
-struct Flag {
-  std::string name;  // "emb-dim": --emb-dim, and the key in the checkpoint's train_options
-  std::string help;
-  int attrs = 0;
-  std::optional<FlagRange> range = std::nullopt;  // every number has one (README's range column)
-};
+constexpr int kSaved = 4;   // kept in the checkpoint: --resume takes it from there unless given
+constexpr int kPreset = 8;  // --preset sets it unless given
+constexpr int kModel = 16;  // a GPTConfig field: nn checks it, the checkpoint's config keeps it
 
 constexpr double kBig = 1e9;
-constexpr FlagRange ints(double lo, double hi) { return {lo, hi, true}; }
-constexpr FlagRange reals(double lo, double hi) { return {lo, hi, false}; }
-
-// "context_length" -> "context-length"
-std::string flag_name(const char* field) {
-  std::string s = field;
-  for (char& c : s)
-    if (c == '_') c = '-';
-  return s;
-}
 
 // GPTConfig's fields but vocab_size (which the corpus sets), from nn's table:
 // f(flag, member pointer). The presets set every number.
@@ -165,16 +144,13 @@ void for_each_generate_flag(O& o, F&& f) {
     o.kv_cache);
 }
 
-// Every numeric field walked by `for_each` lies in its flag's range (a value already converted:
-// from a checkpoint, a test, a struct). Model fields are nn's to check (validate below).
+// Every numeric field walked by `for_each` lies in its flag's range; model fields are nn's to
+// check (validate below).
 template <class O, class ForEach>
 void check_ranges(const O& o, ForEach for_each) {
   for_each(o, [](const Flag& flag, const auto& v) {
-    using T = std::decay_t<decltype(v)>;
-    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
-      if (flag.range && !(flag.attrs & kModel) &&
-          !xgrad_examples::in_range(*flag.range, static_cast<double>(v)))
-        bad("--", flag.name, " must be in ", xgrad_examples::describe_range(*flag.range), ", got ", v);
+    if (!(flag.attrs & kModel))
+      if (const std::string problem = value_problem(flag, v); !problem.empty()) throw ConfigError(problem);
   });
 }
 
@@ -185,19 +161,8 @@ void validate(const SamplingOptions& s) {
   if (!problem.empty()) bad("--", problem);
 }
 
-// ---------------------------------------------------------------- CLI11
 auto add_to(CLI::App* app) {
-  return [app](const Flag& flag, auto& field) {
-    using T = std::decay_t<decltype(field)>;
-    const std::string name = (flag.attrs & kNegated ? "!--" : "--") + flag.name;
-    if constexpr (std::is_same_v<T, bool>) {
-      app->add_flag(name, field, flag.help);
-    } else {
-      CLI::Option* opt = app->add_option(name, field, flag.help);
-      if (flag.attrs & kShowDefault) opt->capture_default_str();
-      if (flag.range) xgrad_examples::add_range_check(opt, flag.name, *flag.range);
-    }
-  };
+  return [app](const Flag& flag, auto& field) { add_flag(*app, flag, field); };
 }
 
 }  // namespace
@@ -338,43 +303,6 @@ void validate(const GenerateOptions& o) {
 }
 
 // ---------------------------------------------------------------- JSON
-nlohmann::json to_json(const GPTConfig& c) {
-  nlohmann::json j = nlohmann::json::object();
-  GPTConfig::for_each_field([&](const auto& f) { j[f.name] = c.*f.member; });
-  return j;
-}
-
-GPTConfig gpt_config_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) bad("the saved model config is not a JSON object");
-  GPTConfig c;
-  GPTConfig::for_each_field([&](const auto& f) {
-    using T = std::remove_cvref_t<decltype(c.*f.member)>;
-    const char* k = f.name;
-    // checkpoints from before --tie-weights have no such field: they are untied (the default)
-    if (std::string_view(k) == "tie_weights" && !j.contains(k)) return;
-    const bool ok = j.contains(k) && (std::is_same_v<T, int64_t> ? j[k].is_number_integer()
-                                      : std::is_same_v<T, bool>  ? j[k].is_boolean()
-                                                                 : j[k].is_number());
-    if (!ok) bad("the saved model config has no ", std::is_same_v<T, int64_t> ? "integer '" : "'", k, "'");
-    c.*f.member = j[k].get<T>();
-  });
-  const std::string problem = xgrad::nn::config_problem(c);
-  if (!problem.empty()) bad("the saved model config is invalid: ", problem);
-  return c;
-}
-
-std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
-  std::ostringstream os;
-  os << std::boolalpha;
-  const char* sep = "";
-  GPTConfig::for_each_field([&](const auto& f) {
-    if (saved.*f.member == now.*f.member) return;
-    os << sep << f.name << " " << saved.*f.member << " in the checkpoint vs " << now.*f.member << " now";
-    sep = ", ";
-  });
-  return os.str();
-}
-
 nlohmann::json train_options_to_json(const TrainOptions& o) {
   nlohmann::json j = nlohmann::json::object();
   auto save = [&](const Flag& flag, const auto& field) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpt_checkpoint.h"        // ConfigError, the config JSON
 #include "text_data.h"             // TokenizerSpec
 #include "xgrad/nn/sampling.h"     // SamplingOptions
 #include "xgrad/nn/transformer.h"  // GPTConfig
@@ -24,13 +25,8 @@ namespace train_lm {
 
 using xgrad::nn::GPTConfig;
 using xgrad::nn::SamplingOptions;
+using xgrad_examples::ConfigError;
 using xgrad_examples::TokenizerSpec;
-
-// One flag's problem, worded for the command line ("--n-heads must be in [1, 65536], got 0"):
-// exit code 2.
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct TrainOptions {
   std::string preset = "small";  // tiny | small | medium: defaults for the model and batch
@@ -110,9 +106,6 @@ void validate(const GenerateOptions& o);
 void validate(const TokenizerSpec& t);
 
 // ---- what a checkpoint keeps
-nlohmann::json to_json(const GPTConfig& c);
-GPTConfig gpt_config_from_json(const nlohmann::json& j);  // throws ConfigError for bad fields
-std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now);
 nlohmann::json train_options_to_json(const TrainOptions& o);  // the settings, not paths
 // On --resume: options not given on the command line are taken from the checkpoint; a model
 // flag or --tokenizer that disagrees with it is an error.

@@ -17,7 +17,6 @@
 #include "xgrad/error.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
-#include "xgrad/profiler.h"
 #include "xgrad/text/utf8.h"
 
 namespace train_lm {
@@ -78,32 +77,7 @@ optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, c
   return os;
 }
 
-// The metadata of one checkpoint file; every problem names the file.
-struct FileMeta {
-  const io::SafetensorsFile& f;
-  std::string file;
-
-  const std::string& str(const std::string& key, const char* hint = " (not a train_lm checkpoint?)") const {
-    auto it = f.metadata.find(key);
-    if (it == f.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no '", key, "'", hint);
-    return it->second;
-  }
-  nlohmann::json json(const std::string& key, const char* hint = " (not a train_lm checkpoint?)") const {
-    nlohmann::json j = nlohmann::json::parse(str(key, hint), nullptr, false);
-    if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
-    return j;
-  }
-  int64_t count(const std::string& key) const {
-    const std::string& text = str(key);
-    int64_t v = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-      xgrad::fail("checkpoint", file, ": metadata '", key, "' is not a non-negative integer: '", text, "'");
-    return v;
-  }
-};
-
-FileMeta meta_of(const io::Checkpoint& ck, const char* name) {
+CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
   return {ck.at(name), (ck.dir / name).string()};
 }
 
@@ -142,19 +116,7 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 
 // ---------------------------------------------------------------- save and resume
 SavedModel read_saved_model(const io::Checkpoint& ck, const char* hint) {
-  const FileMeta meta = meta_of(ck, kModelFile);
-  SavedModel saved;
-  try {
-    saved.config = gpt_config_from_json(meta.json("config", hint));
-  } catch (const ConfigError& e) {
-    xgrad::fail("checkpoint", meta.file, ": ", e.what());
-  }
-  saved.tokenizer = xgrad::text::tokenizer_from_json(meta.str("vocab", hint));
-  if (saved.tokenizer->vocab_size() != saved.config.vocab_size)
-    xgrad::fail("checkpoint", meta.file, ": the ", saved.tokenizer->kind(), " vocabulary has ",
-                saved.tokenizer->vocab_size(), " tokens but the config says vocab_size ",
-                saved.config.vocab_size);
-  return saved;
+  return read_saved_model(meta_of(ck, kModelFile), hint);
 }
 
 nlohmann::json read_saved_options(const io::Checkpoint& ck) {
@@ -191,7 +153,7 @@ fs::path Trainer::save() {
 
 void Trainer::load(const io::Checkpoint& ck) {
   const io::SafetensorsFile& state = ck.at(kTrainStateFile);
-  const FileMeta meta = meta_of(ck, kTrainStateFile);
+  const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
   const std::string& file = meta.file;
 
   // 1. everything is parsed and checked before the model or optimizer changes
@@ -218,21 +180,8 @@ void Trainer::load(const io::Checkpoint& ck) {
     xgrad::fail("checkpoint", file,
                 " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
   const int64_t step = meta.count("step"), tokens_seen = meta.count("tokens_seen");
-  double elapsed = -1;
-  try {
-    std::size_t used = 0;
-    elapsed = std::stod(meta.str("elapsed_s"), &used);
-    if (used != meta.str("elapsed_s").size()) elapsed = -1;
-  } catch (const std::exception&) {
-  }
-  if (!std::isfinite(elapsed) || elapsed < 0)
-    xgrad::fail("checkpoint", file, ": metadata 'elapsed_s' is not a finite number >= 0");
-  const auto rng_default = io::base64_decode(meta.str("rng.default"), "rng.default");
-  const auto rng_batches = io::base64_decode(meta.str("rng.batches"), "rng.batches");
-  for (const auto* s : {&rng_default, &rng_batches})
-    if (s->size() != xgrad::Generator::kStateSize)
-      xgrad::fail("checkpoint", file, ": an RNG state has ", s->size(), " bytes, expected ",
-                  xgrad::Generator::kStateSize);
+  const double elapsed = meta.seconds("elapsed_s");
+  const auto rng_default = meta.rng_state("rng.default"), rng_batches = meta.rng_state("rng.batches");
 
   optim::OptimizerState os = version >= "3" ? optim::OptimizerState::from(state, file)
                                             : legacy_optimizer_state(state, *model_, file);
@@ -306,20 +255,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   model_->train();
 
   // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
-  std::optional<xgrad::profiler::profile> prof;
-  if (o_.profile > 0) prof.emplace();
-  int64_t profiled_steps = 0;
-  auto finish_profile = [&] {
-    if (!prof) return;
-    prof->stop();
-    const fs::path trace = fs::path(o_.checkpoint_dir) / "profile_trace.json";
-    say("profile of " + std::to_string(profiled_steps) + " steps (sorted by self time):\n" +
-        prof->key_averages().table("self_cpu_time_total", 30));
-    fs::create_directories(trace.parent_path());
-    prof->export_chrome_trace(trace.string());
-    say("wrote " + trace.string() + " (open it in ui.perfetto.dev or chrome://tracing)");
-    prof.reset();
-  };
+  StepProfile profile(o_.profile, fs::path(o_.checkpoint_dir) / "profile_trace.json", say);
 
   bool stopped_early = false;
   const char* phase = "forward pass";  // for an out-of-memory message that says where
@@ -383,8 +319,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
       double eta = double(o_.steps - step_) * step_time_avg;
       if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
-      r.history.push_back({step_, loss_v, lr});
-      if (prof && ++profiled_steps == o_.profile) finish_profile();
+      profile.step_done();
       if (progress) progress->update(step_, loss_v, tok_s, eta);
 
       // eval, sample and save every eval_interval steps (only rank 0 samples and writes)
@@ -406,6 +341,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
           say("sample: " + corpus_.tokenizer->decode(ids));
         }
       }
+      r.history.push_back(row);
       if (metrics) metrics->append(row);
       if (eval_now) {
         phase = "checkpoint save";
@@ -424,7 +360,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
     xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ", o_.batch_size,
                 ", --context-length ", o_.model.context_length, "); lower --batch-size or --context-length");
   }
-  finish_profile();  // a run shorter than --profile
+  profile.finish();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) save_and_say();
   if (progress) progress->finish();
   r.step = step_;

@@ -43,26 +43,15 @@ inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 
 // ---------------------------------------------------------------- checkpoints
-// What model.safetensors says about the model: its config and tokenizer (checked against each
-// other); throws xgrad::Error naming the file, with `hint` after a missing key.
-struct SavedModel {
-  GPTConfig config;
-  std::shared_ptr<const Tokenizer> tokenizer;
-};
-SavedModel read_saved_model(const xgrad::io::Checkpoint& ck, const char* hint = "");
+// What model.safetensors says about the model (gpt_checkpoint.h), `hint` after a missing key.
+SavedModel read_saved_model(const xgrad::io::Checkpoint& ck, const char* hint = CheckpointMeta::kHint);
 // The training options train_state.safetensors keeps (train_options_to_json's JSON).
 nlohmann::json read_saved_options(const xgrad::io::Checkpoint& ck);
 
 // ---------------------------------------------------------------- training
-struct StepRecord {
-  int64_t step;  // 1-based optimizer step
-  double loss;
-  double lr;
-};
-
 struct TrainResult {
   int64_t step = 0;                 // optimizer steps done in all (resumed runs included)
-  std::vector<StepRecord> history;  // this invocation's steps
+  std::vector<MetricsRow> history;  // this invocation's steps, as the metrics file has them
   std::optional<double> last_val_loss;
   bool nan_stop = false;  // stopped because the loss was not finite
   bool time_budget_hit = false;
@@ -120,8 +109,5 @@ std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int
 int run_train(TrainOptions o);
 int run_generate(const GenerateOptions& o);
 int run_tokenize(const TokenizeOptions& o);
-
-// Throws ConfigError naming the flags that drive the estimate when it exceeds `available`.
-void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available);
 
 }  // namespace train_lm
