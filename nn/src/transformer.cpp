@@ -1,5 +1,6 @@
-// nn/src/transformer.cpp: GPTConfig validation (its ranges are the table in transformer.h), FeedForward and
-// TransformerBlock. reference: rasbt/LLMs-from-scratch, ch04/01_main-chapter-code/gpt.py
+// nn/src/transformer.cpp: GPTConfig's validation (its ranges are the field table in
+// transformer.h), FeedForward and TransformerBlock.
+// reference: rasbt/LLMs-from-scratch, ch04/01_main-chapter-code/gpt.py
 #include "xgrad/nn/transformer.h"
 
 #include <sstream>
