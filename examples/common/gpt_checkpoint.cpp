@@ -79,7 +79,7 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   GPTConfig::for_each_field([&](const auto& f) {
     using T = std::remove_cvref_t<decltype(c.*f.member)>;
     const char* k = f.name;
-    // checkpoints from before --tie-weights have no such field: they are untied (the default)
+    // a config without tie_weights is untied (the default)
     if (std::string_view(k) == "tie_weights" && !j.contains(k)) return;
     const bool ok = j.contains(k) && (std::is_same_v<T, int64_t> ? j[k].is_number_integer()
                                       : std::is_same_v<T, bool>  ? j[k].is_boolean()

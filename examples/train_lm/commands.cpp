@@ -66,7 +66,6 @@ int train_in_world(TrainOptions o) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
       saved = read_saved_model(*ck);
       merge_saved_options(o, read_saved_options(*ck), saved->config);
-      validate(o);
     } else if (o.resume && !failed_first_run) {
       return error_exit(
           "--resume: no checkpoint in " + root.string() + " (train without --resume to start one)", 1);
@@ -76,7 +75,7 @@ int train_in_world(TrainOptions o) {
                             "another --checkpoint-dir",
                         1);
     }
-    if (!ck) validate(o);  // --resume of a failed first run: parse_cli left it to us
+    validate(o);  // again: a --resume run (parse_cli left it to us) has merged the checkpoint's
     if (auto problem = launch_problem(built_with_mpi(), launcher_world_size(), o.batch_size)) {
       if (world().is_main() && launcher_rank() == 0) spdlog::error("{}", *problem);  // once
       leave_world();  // every rank finds the same problem: a clean end, no abort

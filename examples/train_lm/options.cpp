@@ -354,7 +354,7 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
   // the tokenizer itself comes from the checkpoint (run_train); a different kind is an error
   const std::string kind = saved.contains("tokenizer") && saved["tokenizer"].is_string()
                                ? saved["tokenizer"].get<std::string>()
-                               : "char";  // from before --tokenizer
+                               : "char";  // train_options without a tokenizer: char
   if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != kind)
     bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (", kind,
         "); drop the flag or start a new --checkpoint-dir");

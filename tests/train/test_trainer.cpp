@@ -72,7 +72,7 @@ namespace {
 
 // Copies the fixture's step_00000004 into tmp/ck, resumes it to step 6 with train_lm (its
 // saved options), and compares the model with the one the fixture's run saved at step 6.
-// Up to the kernels' rounding: a fixture was written by an older build, and a faster kernel
+// Up to the kernels' rounding: a fixture keeps the bits of the build that wrote it, and another kernel
 // may round differently (today's resumes are compared bit for bit with uninterrupted runs in
 // ResumeReproducesAnUninterruptedRun). A lost or misplaced moment or a wrong lr moves a weight
 // by up to lr = 1e-3 per step.
