@@ -1,12 +1,11 @@
-// examples/train_lm/train.cpp: see train.h. In train.py's order: data, the model and
-// optimizer, save and resume, eval, and the loop (Trainer::train). The commands that wire
+// examples/train_lm/train.cpp: see train.h. In train.py's order: the model and optimizer,
+// save and resume, eval, and the loop (Trainer::train). The commands that wire
 // them to the command line are in commands.cpp.
 #include "train.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -17,7 +16,6 @@
 #include "xgrad/error.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
-#include "xgrad/text/utf8.h"
 
 namespace train_lm {
 
