@@ -61,4 +61,29 @@ void add_range_check(CLI::Option* opt, const std::string& flag, const FlagRange&
       CLI::Validator([flag, r](std::string& text) { return check_flag_text(flag, r, text); }, "", "range"));
 }
 
+std::string flag_name(std::string_view field) {
+  std::string s(field);
+  for (char& ch : s)
+    if (ch == '_') ch = '-';
+  return s;
+}
+
+template <class T>
+void add_flag(CLI::App& app, const Flag& flag, T& field) {
+  const std::string name = (flag.attrs & kNegated ? "!--" : "--") + flag.name;
+  if constexpr (std::is_same_v<T, bool>) {
+    app.add_flag(name, field, flag.help);
+  } else {
+    CLI::Option* opt = app.add_option(name, field, flag.help);
+    if (flag.attrs & kShowDefault) opt->capture_default_str();
+    if (flag.range) add_range_check(opt, flag.name, *flag.range);
+  }
+}
+template void add_flag(CLI::App&, const Flag&, bool&);
+template void add_flag(CLI::App&, const Flag&, int&);
+template void add_flag(CLI::App&, const Flag&, int64_t&);
+template void add_flag(CLI::App&, const Flag&, uint64_t&);
+template void add_flag(CLI::App&, const Flag&, double&);
+template void add_flag(CLI::App&, const Flag&, std::string&);
+
 }  // namespace xgrad_examples

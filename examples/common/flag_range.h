@@ -7,13 +7,25 @@
 //   // --help: "optimizer steps (range [1, 1000000000])"; "--steps 0" -> "--steps 0 is out of
 //   // range [1, 1000000000]"
 #pragma once
+#include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace CLI {
+class App;
 class Option;
-}
+}  // namespace CLI
 
 namespace xgrad_examples {
+
+// A flag's or a saved setting's problem, worded for the command line ("--n-heads must be in
+// [1, 65536], got 0"): exit code 2.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct FlagRange {
   double lo, hi;
@@ -29,5 +41,42 @@ bool in_range(const FlagRange& r, double v);
 std::string check_flag_text(const std::string& flag, const FlagRange& r, const std::string& text);
 // Adds " (range ...)" to the option's help and a validator that runs check_flag_text.
 void add_range_check(CLI::Option* opt, const std::string& flag, const FlagRange& r);
+
+// ---- a program's flags as a table: one row per flag, walked by f(flag, field) to register
+// them with CLI11, check them, save them, ...
+// Flag::attrs bits; those from 4 on are the program's own.
+inline constexpr int kShowDefault = 1;  // --help shows the default
+inline constexpr int kNegated = 2;      // a bool flag that clears its field (--no-progress)
+
+struct Flag {
+  std::string name;  // "emb-dim" for --emb-dim
+  std::string help;
+  int attrs = 0;
+  std::optional<FlagRange> range = std::nullopt;  // every number has one
+};
+
+constexpr FlagRange ints(double lo, double hi) { return {lo, hi, true}; }
+constexpr FlagRange reals(double lo, double hi) { return {lo, hi, false}; }
+// "context_length" -> "context-length"
+std::string flag_name(std::string_view field);
+
+// Registers one row with CLI11 (a bool is a flag, anything else an option with its range
+// check); T is bool, int, int64_t, uint64_t, double or std::string.
+template <class T>
+void add_flag(CLI::App& app, const Flag& flag, T& field);
+
+// "--<flag> must be in <range>, got <v>" when a value already converted (from a checkpoint, a
+// test, a struct) lies outside the row's range; "" otherwise (also for rows without one).
+template <class T>
+std::string value_problem(const Flag& flag, const T& v) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    if (!flag.range || in_range(*flag.range, static_cast<double>(v))) return "";
+    std::ostringstream os;
+    os.precision(17);
+    os << "--" << flag.name << " must be in " << describe_range(*flag.range) << ", got " << v;
+    return os.str();
+  }
+  return "";
+}
 
 }  // namespace xgrad_examples

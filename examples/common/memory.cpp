@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace xgrad_examples {
@@ -106,6 +107,24 @@ std::string describe_memory(const MemoryEstimate& e, std::optional<double> avail
                   " for one step's activations)";
   s += available ? "; available: " + format_bytes(*available) : "; available: unknown";
   return s;
+}
+
+std::optional<std::string> memory_problem(const GPTConfig& m, int64_t batch_size, const MemoryEstimate& e,
+                                          std::optional<double> available) {
+  if (!available || e.total_bytes() <= *available) return std::nullopt;
+  std::ostringstream os;
+  os << "this configuration needs about " << format_bytes(e.total_bytes()) << " but "
+     << format_bytes(*available) << " is available: ";
+  if (e.activation_bytes >= e.state_bytes)
+    os << "the activations (" << format_bytes(e.activation_bytes) << ") grow with --batch-size " << batch_size
+       << " x --context-length " << m.context_length << " x (--emb-dim " << m.emb_dim << " x --n-layers "
+       << m.n_layers << ", the vocabulary of " << m.vocab_size << ", --n-heads " << m.n_heads
+       << " x --context-length); lower --batch-size or --context-length";
+  else
+    os << "the model's weights, gradients and AdamW state (" << format_bytes(e.state_bytes)
+       << ") grow with --emb-dim " << m.emb_dim << " squared x --n-layers " << m.n_layers
+       << "; lower --emb-dim or --n-layers";
+  return os.str();
 }
 
 }  // namespace xgrad_examples

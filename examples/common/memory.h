@@ -34,6 +34,12 @@ std::optional<double> available_memory_bytes();
 
 std::string format_bytes(double bytes);  // "512.0 KiB", "3.4 GiB"
 
+// Why a configuration cannot train in `available` bytes (nothing: nullopt, also when
+// `available` is unknown), naming the flags that drive the estimate (--batch-size,
+// --context-length, --emb-dim, --n-layers, --n-heads) and the figures.
+std::optional<std::string> memory_problem(const GPTConfig& m, int64_t batch_size, const MemoryEstimate& e,
+                                          std::optional<double> available);
+
 // One line for the log / --dry-run: parameters, state, activations, total, available.
 std::string describe_memory(const MemoryEstimate& e, std::optional<double> available);
 

@@ -391,4 +391,24 @@ fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& me
   return svg;
 }
 
+StepProfile::StepProfile(int64_t steps, fs::path trace, std::function<void(const std::string&)> say)
+    : steps_(steps), trace_(std::move(trace)), say_(std::move(say)) {
+  if (steps_ > 0) prof_.emplace();
+}
+
+void StepProfile::step_done() {
+  if (prof_ && ++done_ == steps_) finish();
+}
+
+void StepProfile::finish() {
+  if (!prof_) return;
+  prof_->stop();
+  say_("profile of " + std::to_string(done_) + " steps (sorted by self time):\n" +
+       prof_->key_averages().table("self_cpu_time_total", 30));
+  fs::create_directories(trace_.parent_path());
+  prof_->export_chrome_trace(trace_.string());
+  say_("wrote " + trace_.string() + " (open it in ui.perfetto.dev or chrome://tracing)");
+  prof_.reset();
+}
+
 }  // namespace xgrad_examples

@@ -8,14 +8,17 @@
 //   logged step; val_loss empty when not evaluated). On --resume rows after the resumed step
 //   are dropped, so the file matches the run.
 // - plot_loss_curve: loss.png through gnuplot when it is installed, else a hand-written SVG.
+// - StepProfile: xgrad::profiler over the first N steps, its op table and a Chrome trace.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "xgrad/io/file.h"
+#include "xgrad/profiler.h"
 
 namespace xgrad_examples {
 
@@ -98,5 +101,21 @@ void write_loss_svg(const std::vector<MetricsRow>& rows, const fs::path& path,
 // works), else <stem>.svg. Returns the file written; throws only if the SVG fails too.
 fs::path plot_loss_curve(const std::vector<MetricsRow>& rows, const fs::path& metrics_csv,
                          bool try_gnuplot = true);
+
+// Profiles the first `steps` steps from its construction (nothing when 0); after the last of
+// them, or at finish() for a shorter run, `say`s the op table (by self time) and writes
+// `trace` (a Chrome trace: ui.perfetto.dev, chrome://tracing).
+class StepProfile {
+ public:
+  StepProfile(int64_t steps, fs::path trace, std::function<void(const std::string&)> say);
+  void step_done();
+  void finish();
+
+ private:
+  std::optional<xgrad::profiler::profile> prof_;
+  int64_t steps_, done_ = 0;
+  fs::path trace_;
+  std::function<void(const std::string&)> say_;
+};
 
 }  // namespace xgrad_examples

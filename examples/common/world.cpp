@@ -121,4 +121,23 @@ std::shared_ptr<xgrad::nn::Module> data_parallel(std::shared_ptr<xgrad::nn::Modu
   return model;
 }
 
+std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size) {
+  const std::string n = std::to_string(launcher_size), batch = "--batch-size " + std::to_string(batch_size);
+  if (launcher_size > 1 && !with_mpi)
+    return "this program was built without MPI (no libopenmpi-dev at configure time, or "
+           "-DXGRAD_WITH_MPI=OFF), "
+           "so it cannot train on the " +
+           n +
+           " processes mpirun started; install OpenMPI (scripts/deps.sh) and rebuild, or run it "
+           "without mpirun";
+  if (launcher_size > batch_size)
+    return batch + " is the global batch, shared by the " + n + " processes: it must be at least " + n +
+           " (one row per process); raise --batch-size or start fewer processes (mpirun -np)";
+  if (batch_size % launcher_size != 0)
+    return batch + " is the global batch and must divide evenly among the " + n +
+           " processes; use a multiple of " + n + " (e.g. " +
+           std::to_string((batch_size / launcher_size + 1) * launcher_size) + ") or another -np";
+  return std::nullopt;
+}
+
 }  // namespace xgrad_examples

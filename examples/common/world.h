@@ -35,6 +35,10 @@ int launcher_rank();
 // Whether this build can train on several processes (xgrad::distributed was built).
 bool built_with_mpi();
 
+// What is wrong with `mpirun -np <launcher_size>` for a global batch (--batch-size) of
+// `batch_size` rows (nothing: nullopt); check it before anything is written.
+std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size);
+
 // Joins the MPI job when a launcher started several processes (else stays a world of one);
 // rank > 0 then logs errors only. leave_world() ends it (MPI_Finalize) at the end of the run.
 void join_world();

@@ -1,11 +1,12 @@
 // examples/train_lm/options.h: the configuration (nanoGPT's config block and configurator):
-// the options of `train`, `generate` and `tokenize`, the presets, the command line (CLI11),
-// validation, and the JSON saved in every checkpoint so `--resume` continues with the same
-// options and `generate` rebuilds the same model.
+// the options of `train`, `generate` and `tokenize`, the presets, the command line (CLI11) and
+// the JSON a checkpoint keeps, so `--resume` continues with the same options.
 //
-// Every `train` flag is one row of for_each_train_flag (options.cpp): its name, field, help
-// and whether the checkpoint keeps it. The command line, --resume's merge and the JSON all
-// walk that one list; a numeric flag's range is one row of kRanges (README's range column).
+// Every setting has one source. A model flag is a row of GPTConfig's field table
+// (xgrad/nn/transformer.h: name, range, meaning), and a model is valid when nn::validate
+// says so; every other `train` flag is one row of for_each_train_flag (options.cpp): name,
+// field, help, whether the checkpoint keeps it, range. The command line, --resume's merge,
+// validation and the JSON all walk these two tables.
 #pragma once
 #include <cstdint>
 #include <set>
@@ -15,26 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpt_checkpoint.h"        // ConfigError, the config JSON
+#include "text_data.h"             // TokenizerSpec
+#include "xgrad/nn/sampling.h"     // SamplingOptions
 #include "xgrad/nn/transformer.h"  // GPTConfig
 
 namespace train_lm {
 
 using xgrad::nn::GPTConfig;
-
-// One flag's problem, worded for the command line ("--n-heads must be positive, got 0"):
-// exit code 2.
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// --tokenizer char (the characters of the corpus), gpt2 (GPT-2's BPE from gpt2_vocab_dir) or
-// bpe (bpe_merges merges learnt from the corpus, or those saved in bpe_file).
-struct TokenizerSpec {
-  std::string kind = "char";
-  std::string gpt2_vocab_dir = "data/gpt2";
-  int64_t bpe_merges = 1000;
-  std::string bpe_file;
-};
+using xgrad::nn::SamplingOptions;
+using xgrad_examples::ConfigError;
+using xgrad_examples::TokenizerSpec;
 
 struct TrainOptions {
   std::string preset = "small";  // tiny | small | medium: defaults for the model and batch
@@ -43,7 +35,7 @@ struct TrainOptions {
   int64_t grad_accum = 1;        // micro-batches per optimizer step
   int64_t steps = 2000;          // also the length of the cosine schedule
   double time_budget = 0;        // seconds; 0 = no limit. Stops early (and saves) when spent
-  double lr = 1e-3;
+  double lr = 1e-3;              // the peak of the schedule: its only source
   double min_lr = 1e-4;
   int64_t warmup = 100;
   double weight_decay = 0.1;
@@ -58,9 +50,7 @@ struct TrainOptions {
   bool resume = false;
   int keep_checkpoints = 2;
   int64_t sample_length = 200;  // tokens sampled at each eval; 0 = none
-  double temperature = 0.8;
-  int64_t top_k = 0;     // 0 = all tokens
-  double top_p = 1.0;    // nucleus sampling; 1 = all tokens
+  SamplingOptions sampling{.temperature = 0.8};
   bool dry_run = false;  // validate, estimate memory, print, write nothing
   std::string data = "data/moby_dick.txt";
   std::string metrics;   // default: <checkpoint_dir>/metrics.csv
@@ -79,9 +69,7 @@ struct GenerateOptions {
   std::string checkpoint = "checkpoints/train_lm";
   std::string prompt = "Call me";
   int64_t max_new_tokens = 200;
-  double temperature = 0.8;
-  int64_t top_k = 0;
-  double top_p = 1.0;
+  SamplingOptions sampling{.temperature = 0.8};
   uint64_t seed = 1337;
   int threads = 0;
   bool kv_cache = true;  // --no-kv-cache: recompute the whole window for every token
@@ -111,17 +99,14 @@ int run_cli(const std::vector<std::string>& args);
 std::string check_flag_text(const std::string& flag, const std::string& text);
 
 // ---- validation (throws ConfigError naming the flag)
+// The preset's model and batch, except the flags in o.explicit_flags.
 void apply_preset(TrainOptions& o, const std::string& preset);
 void validate(const TrainOptions& o);
 void validate(const GenerateOptions& o);
 void validate(const TokenizerSpec& t);
-void validate_model(const GPTConfig& c, bool with_vocab);  // vocab_size when with_vocab
 
 // ---- what a checkpoint keeps
-nlohmann::json to_json(const GPTConfig& c);
-GPTConfig gpt_config_from_json(const nlohmann::json& j);  // throws ConfigError for bad fields
-std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now);
-nlohmann::json train_options_to_json(const TrainOptions& o);  // the hyperparameters, not paths
+nlohmann::json train_options_to_json(const TrainOptions& o);  // the settings, not paths
 // On --resume: options not given on the command line are taken from the checkpoint; a model
 // flag or --tokenizer that disagrees with it is an error.
 void merge_saved_options(TrainOptions& o, const nlohmann::json& saved_train, const GPTConfig& saved_model);

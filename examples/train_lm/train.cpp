@@ -1,12 +1,11 @@
-// examples/train_lm/train.cpp: see train.h. In train.py's order: data, the model and
-// optimizer, save and resume, eval, and the loop (Trainer::train). The commands that wire
+// examples/train_lm/train.cpp: see train.h. In train.py's order: the model and optimizer,
+// save and resume, eval, and the loop (Trainer::train). The commands that wire
 // them to the command line are in commands.cpp.
 #include "train.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -17,8 +16,6 @@
 #include "xgrad/error.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
-#include "xgrad/profiler.h"
-#include "xgrad/text/utf8.h"
 
 namespace train_lm {
 
@@ -36,38 +33,11 @@ uint64_t batch_seed(uint64_t seed) { return seed + 1; }
 uint64_t eval_seed(uint64_t seed, bool val) { return seed + (val ? 3 : 2); }
 uint64_t sample_seed(uint64_t seed) { return seed + 4; }
 
-// "characters" for the char tokenizer, "tokens" for the others
-const char* unit(const Tokenizer& t) { return t.kind() == "char" ? "characters" : "tokens"; }
-
-// What differs between two vocabularies: the characters only one has, or the kinds.
-std::string vocab_diff(const Tokenizer& saved_tok, const Tokenizer& now_tok) {
-  const auto* saved = dynamic_cast<const CharTokenizer*>(&saved_tok);
-  const auto* now = dynamic_cast<const CharTokenizer*>(&now_tok);
-  if (!saved || !now)
-    return saved_tok.kind() == now_tok.kind()
-               ? "the " + saved_tok.kind() + " vocabularies (merges) differ"
-               : "the checkpoint's tokenizer is " + saved_tok.kind() + ", this run's is " + now_tok.kind();
-  auto only_in = [](const CharTokenizer& a, const CharTokenizer& b) {
-    std::vector<char32_t> v;
-    std::set_difference(a.vocab().begin(), a.vocab().end(), b.vocab().begin(), b.vocab().end(),
-                        std::back_inserter(v));
-    std::string s;
-    for (std::size_t i = 0; i < v.size() && i < 10; ++i) {
-      s += i ? " '" : "'";
-      xgrad::text::append_utf8(s, v[i]);
-      s += "'";
-    }
-    if (v.size() > 10) s += " ...";
-    return s.empty() ? std::string("none") : s;
-  };
-  return "only in the checkpoint: " + only_in(*saved, *now) +
-         "; only in the corpus: " + only_in(*now, *saved);
-}
-
 // Checkpoints of format_version 1 and 2 saved AdamW's state by parameter name: tensors
 // "optim.<param>.<key>" and metadata "optimizer" = {"type", "param_groups": [{"options",
 // "params": [names]}]}. The flat index of a name is its place in the Trainer's groups
-// (matrices first, then the rest, each in named_parameters() order).
+// (matrices first, then the rest, each in named_parameters() order). The options are the
+// training options' (Trainer::load), so they are not read.
 optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, const nn::Module& model,
                                              const std::string& file) {
   std::map<std::string, int64_t> index_of;
@@ -89,7 +59,6 @@ optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, c
     os.type = oj.at("type").get<std::string>();
     for (const auto& g : oj.at("param_groups")) {
       optim::ParamGroupState pg;
-      pg.options = g.at("options").get<std::map<std::string, double>>();
       for (const auto& name : g.at("params"))
         pg.params.push_back(index(name.get<std::string>(), "the optimizer state names parameter '"));
       os.param_groups.push_back(std::move(pg));
@@ -106,96 +75,11 @@ optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, c
   return os;
 }
 
+CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
+  return {ck.at(name), (ck.dir / name).string()};
+}
+
 }  // namespace
-
-// ---------------------------------------------------------------- data
-std::string read_corpus(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    xgrad::fail("corpus", path,
-                " not found; run scripts/get_corpus.sh to fetch Moby-Dick into data/moby_dick.txt, or pass "
-                "--data FILE");
-  if (!fs::is_regular_file(path, ec)) xgrad::fail("corpus", path, " is not a regular file");
-  std::string text = io::read_file(path);
-  if (text.empty()) xgrad::fail("corpus", path, " is empty");
-  xgrad::text::decode_utf8(text, path);  // throws with the byte offset of the first invalid sequence
-  return text;
-}
-
-std::shared_ptr<const Tokenizer> make_tokenizer(const TokenizerSpec& spec, std::string_view text,
-                                                const std::string& source) {
-  using namespace xgrad::text;
-  if (spec.kind == "char") return std::make_shared<CharTokenizer>(CharTokenizer::from_text(text, source));
-  if (spec.kind == "gpt2") {
-    const fs::path dir = spec.gpt2_vocab_dir;
-    for (const char* f : {"vocab.bpe", "encoder.json"})
-      if (!fs::exists(dir / f))
-        xgrad::fail(
-            "tokenizer", (dir / f).string(),
-            " not found; run scripts/get_gpt2_vocab.sh to fetch GPT-2's vocabulary into data/gpt2/, or "
-            "pass --gpt2-vocab DIR");
-    return std::make_shared<GPT2Tokenizer>(
-        GPT2Tokenizer::from_files((dir / "vocab.bpe").string(), (dir / "encoder.json").string()));
-  }
-  if (spec.kind == "bpe")
-    return std::make_shared<BPETokenizer>(spec.bpe_file.empty() ? BPETokenizer::train(text, spec.bpe_merges)
-                                                                : BPETokenizer::load(spec.bpe_file));
-  xgrad::fail("tokenizer", "unknown tokenizer '", spec.kind, "' (expected char, gpt2 or bpe)");
-}
-
-TokenSplit split_tokens(const std::vector<int64_t>& ids, double train_fraction) {
-  if (!(train_fraction > 0.0 && train_fraction < 1.0))
-    xgrad::fail("split_tokens", "train_fraction must be in (0, 1), got ", train_fraction);
-  const auto n = static_cast<std::ptrdiff_t>(static_cast<double>(ids.size()) * train_fraction);
-  return {{ids.begin(), ids.begin() + n}, {ids.begin() + n, ids.end()}};
-}
-
-Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source,
-                   std::shared_ptr<const Tokenizer> tokenizer) {
-  Corpus c;
-  c.tokenizer = tokenizer ? std::move(tokenizer)
-                          : std::make_shared<CharTokenizer>(CharTokenizer::from_text(text, source));
-  const std::vector<int64_t> ids = c.tokenizer->encode(text);
-  c.split = split_tokens(ids, 0.9);
-  const char* units = unit(*c.tokenizer);
-  const int64_t window = context_length + 1;
-  const auto n_train = static_cast<int64_t>(c.split.train.size()),
-             n_val = static_cast<int64_t>(c.split.val.size());
-  if (n_train < window || n_val < window)
-    xgrad::fail("corpus", source, " has ", ids.size(), " ", units, ": the ",
-                n_val < window ? "validation" : "training", " split (", n_val < window ? n_val : n_train, " ",
-                units, ") is shorter than one window of context_length + 1 = ", window,
-                "; use a longer corpus (about 10 x ", window, " = ", 10 * window, " ", units,
-                " at least) or a smaller --context-length");
-  return c;
-}
-
-BatchSampler::BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length,
-                           uint64_t seed, std::string split)
-    : tokens_(tokens), batch_size_(batch_size), context_length_(context_length), gen_(seed) {
-  if (batch_size <= 0) xgrad::fail("BatchSampler", "batch_size must be positive, got ", batch_size);
-  if (context_length <= 0)
-    xgrad::fail("BatchSampler", "context_length must be positive, got ", context_length);
-  if (static_cast<int64_t>(tokens->size()) < context_length + 1)
-    xgrad::fail("BatchSampler", "the ", split, " split has ", tokens->size(),
-                " tokens, fewer than one window of context_length + 1 = ", context_length + 1);
-}
-
-Batch BatchSampler::next() {
-  const int64_t B = batch_size_, T = context_length_;
-  // reference: nanoGPT train.py get_batch: ix = torch.randint(len(data) - block_size, (B,))
-  std::vector<int64_t> starts(static_cast<std::size_t>(B));
-  gen_.random_int(starts.data(), B, 0, static_cast<int64_t>(tokens_->size()) - T);
-  Batch b{xgrad::empty({B, T}, xgrad::kInt64), xgrad::empty({B, T}, xgrad::kInt64)};
-  int64_t* x = b.x.data_ptr<int64_t>();  // (B, T)
-  int64_t* y = b.y.data_ptr<int64_t>();  // (B, T)
-  for (int64_t i = 0; i < B; ++i) {
-    const int64_t* w = tokens_->data() + starts[static_cast<std::size_t>(i)];  // T + 1 tokens
-    std::copy(w, w + T, x + i * T);
-    std::copy(w + 1, w + T + 1, y + i * T);
-  }
-  return b;
-}
 
 // ---------------------------------------------------------------- the model and optimizer
 Trainer::Trainer(TrainOptions o, Corpus corpus)
@@ -203,8 +87,7 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
       corpus_(std::move(corpus)),
       train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length, batch_seed(o_.seed),
                      "train") {
-  o_.model.vocab_size = corpus_.tokenizer->vocab_size();
-  validate_model(o_.model, /*with_vocab=*/true);
+  o_.model.vocab_size = corpus_.tokenizer->vocab_size();  // GPTModel validates the config
   xgrad::manual_seed(o_.seed);
   model_ = std::make_shared<nn::GPTModel>(o_.model);
   model_->train();
@@ -230,35 +113,35 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 }
 
 // ---------------------------------------------------------------- save and resume
+SavedModel read_saved_model(const io::Checkpoint& ck, const char* hint) {
+  return read_saved_model(meta_of(ck, kModelFile), hint);
+}
+
+nlohmann::json read_saved_options(const io::Checkpoint& ck) {
+  return meta_of(ck, kTrainStateFile).json("train_options");
+}
+
 fs::path Trainer::save() {
   char elapsed[32];
   std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
-  const std::string config = to_json(o_.model).dump(), vocab = corpus_.tokenizer->to_json();
   const nn::StateDict model = model_->state_dict();
   io::Metadata model_meta = {{"format", "pt"},
                              {"producer", kFormat},
-                             {"config", config},
-                             {"vocab", vocab},
+                             {"config", to_json(o_.model).dump()},
+                             {"vocab", corpus_.tokenizer->to_json()},
                              {"step", std::to_string(step_)}};
-  // the optimizer's state_dict in its own layout (xgrad::save(opt.state_dict(), path)), plus
-  // what resuming needs
-  io::SafetensorsFile state = opt_->state_dict().to_safetensors(
-      {{"format", kFormat},
-       {"format_version", std::to_string(kCheckpointFormatVersion)},
-       {"config", config},
-       {"train_options", train_options_to_json(o_).dump()},
-       {"vocab", vocab},
-       {"step", std::to_string(step_)},
-       {"tokens_seen", std::to_string(tokens_seen_)},
-       {"elapsed_s", elapsed},
-       {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
-       {"rng.batches", io::base64_encode(train_batches_.generator().get_state())},
-       {"scheduler", nlohmann::json{{"type", "WarmupCosineLR"},
-                                    {"last_epoch", sched_->last_epoch()},
-                                    {"warmup_iters", o_.warmup},
-                                    {"lr_decay_iters", o_.steps},
-                                    {"min_lr", o_.min_lr}}
-                         .dump()}});
+  // AdamW's state without its settings, which train_options holds, plus what resuming needs
+  optim::OptimizerState opt_state = opt_->state_dict();
+  for (optim::ParamGroupState& g : opt_state.param_groups) g.options.clear();
+  io::SafetensorsFile state =
+      opt_state.to_safetensors({{"format", kFormat},
+                                {"format_version", std::to_string(kCheckpointFormatVersion)},
+                                {"train_options", train_options_to_json(o_).dump()},
+                                {"step", std::to_string(step_)},
+                                {"tokens_seen", std::to_string(tokens_seen_)},
+                                {"elapsed_s", elapsed},
+                                {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
+                                {"rng.batches", io::base64_encode(train_batches_.generator().get_state())}});
   return io::save_checkpoint(
       o_.checkpoint_dir, step_,
       {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
@@ -268,33 +151,14 @@ fs::path Trainer::save() {
 
 void Trainer::load(const io::Checkpoint& ck) {
   const io::SafetensorsFile& state = ck.at(kTrainStateFile);
-  const io::SafetensorsFile& model_file = ck.at(kModelFile);
-  const std::string file = (ck.dir / kTrainStateFile).string();
-  auto meta = [&](const std::string& key) -> const std::string& {
-    auto it = state.metadata.find(key);
-    if (it == state.metadata.end())
-      xgrad::fail("checkpoint", file, ": metadata has no '", key, "' (not a train_lm checkpoint?)");
-    return it->second;
-  };
-  auto meta_json = [&](const std::string& key) {
-    nlohmann::json j = nlohmann::json::parse(meta(key), nullptr, false);
-    if (j.is_discarded()) xgrad::fail("checkpoint", file, ": metadata '", key, "' is not valid JSON");
-    return j;
-  };
-  auto meta_int = [&](const std::string& key) {
-    const std::string& text = meta(key);
-    int64_t v = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-      xgrad::fail("checkpoint", file, ": metadata '", key, "' is not a non-negative integer: '", text, "'");
-    return v;
-  };
+  const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
+  const std::string& file = meta.file;
 
   // 1. everything is parsed and checked before the model or optimizer changes
-  if (meta("format") != kFormat)
-    xgrad::fail("checkpoint", file, ": format is '", meta("format"), "', expected '", kFormat, "'");
-  const std::string& version = meta("format_version");
-  if (version != "1" && version != "2" && version != std::to_string(kCheckpointFormatVersion))
+  if (meta.str("format") != kFormat)
+    xgrad::fail("checkpoint", file, ": format is '", meta.str("format"), "', expected '", kFormat, "'");
+  const std::string& version = meta.str("format_version");
+  if (version.size() != 1 || version[0] < '1' || version[0] > '0' + kCheckpointFormatVersion)
     xgrad::fail("checkpoint", file, ": format_version ", version,
                 " is not supported (this build reads versions 1 to ", kCheckpointFormatVersion, ")");
   if (version != "1")  // from version 2 on, files are written with header checksums: both must have them
@@ -302,47 +166,37 @@ void Trainer::load(const io::Checkpoint& ck) {
       if (!ck.at(name).header_verified)
         xgrad::fail("checkpoint", (ck.dir / name).string(), ": format_version ", version, " but no ",
                     io::kHeaderChecksumKey, " (a corrupted checksum key?)");
-  GPTConfig saved_cfg;
-  try {
-    saved_cfg = gpt_config_from_json(meta_json("config"));
-  } catch (const ConfigError& e) {
-    xgrad::fail("checkpoint", file, ": ", e.what());
-  }
   // the vocabulary first: other characters also change vocab_size, and they are what the user
   // needs to see
-  std::unique_ptr<Tokenizer> saved_vocab = xgrad::text::tokenizer_from_json(meta("vocab"));
-  if (saved_vocab->to_json() != corpus_.tokenizer->to_json())
-    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved_vocab->vocab_size(), " ",
-                unit(*saved_vocab), ") than the corpus ", o_.data, " (", corpus_.tokenizer->vocab_size(), " ",
-                unit(*corpus_.tokenizer), "): ", vocab_diff(*saved_vocab, *corpus_.tokenizer));
-  if (!(saved_cfg == o_.model))
+  const SavedModel saved = read_saved_model(ck);
+  if (saved.tokenizer->to_json() != corpus_.tokenizer->to_json())
+    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved.tokenizer->vocab_size(), " ",
+                token_unit(*saved.tokenizer), ") than the corpus ", o_.data, " (",
+                corpus_.tokenizer->vocab_size(), " ", token_unit(*corpus_.tokenizer),
+                "): ", vocab_diff(*saved.tokenizer, *corpus_.tokenizer));
+  if (!(saved.config == o_.model))
     xgrad::fail("checkpoint", file,
-                " was trained with a different model config: ", describe_config_diff(saved_cfg, o_.model));
-  const int64_t step = meta_int("step"), tokens_seen = meta_int("tokens_seen");
-  double elapsed = -1;
-  try {
-    std::size_t used = 0;
-    elapsed = std::stod(meta("elapsed_s"), &used);
-    if (used != meta("elapsed_s").size()) elapsed = -1;
-  } catch (const std::exception&) {
-  }
-  if (!std::isfinite(elapsed) || elapsed < 0)
-    xgrad::fail("checkpoint", file, ": metadata 'elapsed_s' is not a finite number >= 0");
-  const auto rng_default = io::base64_decode(meta("rng.default"), "rng.default");
-  const auto rng_batches = io::base64_decode(meta("rng.batches"), "rng.batches");
-  for (const auto* s : {&rng_default, &rng_batches})
-    if (s->size() != xgrad::Generator::kStateSize)
-      xgrad::fail("checkpoint", file, ": an RNG state has ", s->size(), " bytes, expected ",
-                  xgrad::Generator::kStateSize);
+                " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
+  const int64_t step = meta.count("step"), tokens_seen = meta.count("tokens_seen");
+  const double elapsed = meta.seconds("elapsed_s");
+  const auto rng_default = meta.rng_state("rng.default"), rng_batches = meta.rng_state("rng.batches");
 
-  const optim::OptimizerState os = version == "3" ? optim::OptimizerState::from(state, file)
-                                                  : legacy_optimizer_state(state, *model_, file);
+  optim::OptimizerState os = version >= "3" ? optim::OptimizerState::from(state, file)
+                                            : legacy_optimizer_state(state, *model_, file);
+  // The settings are the options' (saved options unless given again): every group's options
+  // are those built from them, its lr the schedule's at `step`. What an older checkpoint kept
+  // in its groups is not read.
+  const optim::OptimizerState built = opt_->state_dict();
+  for (std::size_t g = 0; g < os.param_groups.size() && g < built.param_groups.size(); ++g) {
+    os.param_groups[g].options = built.param_groups[g].options;
+    os.param_groups[g].options["lr"] = sched_->lr_at(step, sched_->base_lrs()[g]);
+  }
 
   // 2. apply: the model (all or nothing), then the optimizer (all or nothing); if the
   // optimizer refuses, the model gets its old values back.
   const nn::StateDict before = model_->state_dict().clone();
   try {
-    model_->load_state_dict(nn::StateDict::from(model_file.tensors));
+    model_->load_state_dict(nn::StateDict::from(ck.at(kModelFile).tensors));
   } catch (const xgrad::Error& e) {
     xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit the model: ", e.what());
   }
@@ -355,7 +209,7 @@ void Trainer::load(const io::Checkpoint& ck) {
   step_ = step;
   tokens_seen_ = tokens_seen;
   elapsed_s_ = elapsed;
-  sched_->load_state_dict(step_);
+  sched_->load_state_dict(step_);  // the lrs set above
   xgrad::default_generator().set_state(rng_default);
   train_batches_.generator().set_state(rng_batches);
 }
@@ -399,20 +253,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   model_->train();
 
   // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
-  std::optional<xgrad::profiler::profile> prof;
-  if (o_.profile > 0) prof.emplace();
-  int64_t profiled_steps = 0;
-  auto finish_profile = [&] {
-    if (!prof) return;
-    prof->stop();
-    const fs::path trace = fs::path(o_.checkpoint_dir) / "profile_trace.json";
-    say("profile of " + std::to_string(profiled_steps) + " steps (sorted by self time):\n" +
-        prof->key_averages().table("self_cpu_time_total", 30));
-    fs::create_directories(trace.parent_path());
-    prof->export_chrome_trace(trace.string());
-    say("wrote " + trace.string() + " (open it in ui.perfetto.dev or chrome://tracing)");
-    prof.reset();
-  };
+  StepProfile profile(o_.profile, fs::path(o_.checkpoint_dir) / "profile_trace.json", say);
 
   bool stopped_early = false;
   const char* phase = "forward pass";  // for an out-of-memory message that says where
@@ -476,8 +317,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
       double eta = double(o_.steps - step_) * step_time_avg;
       if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
-      r.history.push_back({step_, loss_v, lr});
-      if (prof && ++profiled_steps == o_.profile) finish_profile();
+      profile.step_done();
       if (progress) progress->update(step_, loss_v, tok_s, eta);
 
       // eval, sample and save every eval_interval steps (only rank 0 samples and writes)
@@ -495,10 +335,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         if (o_.sample_length > 0 && world().is_main()) {
           // a fixed first token; sample_gen keeps the training streams untouched
           std::vector<int64_t> ids = generate_tokens(*model_, {corpus_.split.val.front()}, o_.sample_length,
-                                                     o_.temperature, o_.top_k, sample_gen, o_.top_p);
+                                                     o_.sampling, sample_gen);
           say("sample: " + corpus_.tokenizer->decode(ids));
         }
       }
+      r.history.push_back(row);
       if (metrics) metrics->append(row);
       if (eval_now) {
         phase = "checkpoint save";
@@ -517,7 +358,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
     xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ", o_.batch_size,
                 ", --context-length ", o_.model.context_length, "); lower --batch-size or --context-length");
   }
-  finish_profile();  // a run shorter than --profile
+  profile.finish();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) save_and_say();
   if (progress) progress->finish();
   r.step = step_;
@@ -526,18 +367,15 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 
 // ---------------------------------------------------------------- sampling
 std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids, int64_t max_new_tokens,
-                                     double temperature, int64_t top_k, xgrad::Generator& gen, double top_p,
-                                     bool kv_cache) {
+                                     const SamplingOptions& sampling, xgrad::Generator& gen, bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const int64_t n = static_cast<int64_t>(ids.size());
-  Tensor out = model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens,
-                              {.temperature = temperature,
-                               .top_k = top_k,
-                               .top_p = top_p,
-                               .seed = std::nullopt,
-                               .use_kv_cache = kv_cache},
-                              gen);
-  return out.to_vector<int64_t>();
+  const nn::GenerateOptions options{.temperature = sampling.temperature,
+                                    .top_k = sampling.top_k,
+                                    .top_p = sampling.top_p,
+                                    .seed = std::nullopt,
+                                    .use_kv_cache = kv_cache};
+  return model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens, options, gen).to_vector<int64_t>();
 }
 
 }  // namespace train_lm

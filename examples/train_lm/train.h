@@ -1,13 +1,16 @@
 // examples/train_lm/train.h: what nanoGPT's train.py and sample.py are, on xgrad's API:
-// the data (corpus, tokenizer, 90/10 split, get_batch), the Trainer (model, AdamW, the loop,
-// eval, sample, save and resume) and the commands. The loop is
+// the Trainer (model, AdamW, the loop, eval, sample, save and resume) and the commands; the
+// data (corpus, tokenizer, 90/10 split, get_batch) is examples/common/text_data.h. The loop is
 //   logits = model(x); loss = cross_entropy_last_dim(logits, y); loss.backward();
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
-// Checkpoints are xgrad::io's step directories (xgrad/io/checkpoint.h) with two files:
+// Checkpoints are xgrad::io's step directories (xgrad/io/checkpoint.h) with two files, and
+// every value is written once:
 //   model.safetensors        the model's state_dict (torch names) + config and vocabulary
-//   train_state.safetensors  AdamW's state_dict as xgrad::save(opt.state_dict(), path) writes
-//                            it, + step, RNG states, options (format_version 3; versions 1
-//                            and 2, with the state by parameter name, still load)
+//   train_state.safetensors  AdamW's state (moments, steps, param groups) + the training
+//                            options, step, RNG states (format_version 4)
+// The optimizer's settings (lr and its schedule, betas, weight decay) are training options:
+// a resumed run builds AdamW from them, and each group's lr is the schedule's at the saved
+// step. Versions 1 to 3 (which also kept the settings in the optimizer state) still load.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,6 +21,7 @@
 #include "memory.h"
 #include "options.h"
 #include "progress.h"
+#include "text_data.h"
 #include "xgrad/io/checkpoint.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/optim/adam.h"
@@ -31,69 +35,23 @@ using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, forma
 using xgrad::text::CharTokenizer;
 using xgrad::text::Tokenizer;
 
-// 3: the optimizer's own layout ("state.<i>.<key>"); 2: by parameter name, both files with
-// xgrad_header_crc32 (required from 2 on); 1: data CRC only. All three load.
-inline constexpr int kCheckpointFormatVersion = 3;
+// 4: the settings only in train_options; 3: also in the optimizer's param groups, its state in
+// its own layout ("state.<i>.<key>"); 2: the state by parameter name, both files with
+// xgrad_header_crc32 (required from 2 on); 1: data CRC only. All four load.
+inline constexpr int kCheckpointFormatVersion = 4;
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 
-// ---------------------------------------------------------------- data
-// The corpus as UTF-8 text: throws xgrad::Error for a missing, unreadable or empty file or
-// invalid UTF-8 (with the byte offset); the message says how to fetch the default corpus.
-std::string read_corpus(const std::string& path);
-
-// The tokenizer `spec` names for `text` (named `source` in messages): xgrad::text's char,
-// GPT-2 BPE (files from scripts/get_gpt2_vocab.sh) or a BPE learnt from the text.
-std::shared_ptr<const Tokenizer> make_tokenizer(const TokenizerSpec& spec, std::string_view text,
-                                                const std::string& source);
-
-struct TokenSplit {
-  std::vector<int64_t> train;
-  std::vector<int64_t> val;
-};
-// The first train_fraction of the tokens train, the rest validate (nanoGPT's 90/10).
-TokenSplit split_tokens(const std::vector<int64_t>& ids, double train_fraction = 0.9);
-
-struct Corpus {
-  std::shared_ptr<const Tokenizer> tokenizer;
-  TokenSplit split;
-};
-// Tokenizes and splits `text`; throws when a split is shorter than one window of
-// context_length + 1 tokens. Without a tokenizer, the CharTokenizer of `text`.
-Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source,
-                   std::shared_ptr<const Tokenizer> tokenizer = nullptr);
-
-struct Batch {
-  xgrad::Tensor x;  // (B, T) int64
-  xgrad::Tensor y;  // (B, T) int64, x shifted left by one
-};
-
-// nanoGPT's get_batch: B random windows of T + 1 tokens, starts drawn with
-// torch.randint(len(data) - T, (B,)) from the sampler's own generator (saved in checkpoints,
-// so a resumed run draws the same batches).
-class BatchSampler {
- public:
-  BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length, uint64_t seed,
-               std::string split = "train");
-  Batch next();
-  xgrad::Generator& generator() { return gen_; }
-
- private:
-  const std::vector<int64_t>* tokens_;
-  int64_t batch_size_, context_length_;
-  xgrad::Generator gen_;
-};
+// ---------------------------------------------------------------- checkpoints
+// What model.safetensors says about the model (gpt_checkpoint.h), `hint` after a missing key.
+SavedModel read_saved_model(const xgrad::io::Checkpoint& ck, const char* hint = CheckpointMeta::kHint);
+// The training options train_state.safetensors keeps (train_options_to_json's JSON).
+nlohmann::json read_saved_options(const xgrad::io::Checkpoint& ck);
 
 // ---------------------------------------------------------------- training
-struct StepRecord {
-  int64_t step;  // 1-based optimizer step
-  double loss;
-  double lr;
-};
-
 struct TrainResult {
   int64_t step = 0;                 // optimizer steps done in all (resumed runs included)
-  std::vector<StepRecord> history;  // this invocation's steps
+  std::vector<MetricsRow> history;  // this invocation's steps, as the metrics file has them
   std::optional<double> last_val_loss;
   bool nan_stop = false;  // stopped because the loss was not finite
   bool time_budget_hit = false;
@@ -103,7 +61,7 @@ struct TrainResult {
 class Trainer {
  public:
   // Seeds the default generator with o.seed, builds the model (o.model.vocab_size from the
-  // tokenizer) and AdamW.
+  // tokenizer), AdamW and its schedule from the options.
   Trainer(TrainOptions o, Corpus corpus);
   Trainer(const Trainer&) = delete;  // the batch sampler points into corpus_
   Trainer& operator=(const Trainer&) = delete;
@@ -115,8 +73,9 @@ class Trainer {
   double estimate_loss(const std::string& split);
 
   fs::path save();  // a checkpoint of the current state under o.checkpoint_dir
-  // Restores model, optimizer, scheduler, RNGs and counters; throws xgrad::Error (config or
-  // vocabulary mismatch, missing or mis-shaped tensors, bad metadata) changing nothing.
+  // Restores model, optimizer state, schedule position, RNGs and counters; throws
+  // xgrad::Error (config or vocabulary mismatch, missing or mis-shaped tensors, bad
+  // metadata) changing nothing.
   void load(const xgrad::io::Checkpoint& ck);
 
   int64_t step() const { return step_; }
@@ -139,22 +98,16 @@ class Trainer {
 };
 
 // GPTModel::generate from `ids` (no gradients, eval mode, a KV cache unless kv_cache is
-// false): max_new_tokens more ids sampled by nn::sample_token (temperature 0 = greedy,
-// top_k 0 = all, top_p 1 = all). Throws for an empty prompt or bad parameters.
+// false): max_new_tokens more ids sampled by nn::sample_token. Throws for an empty prompt or
+// bad parameters.
 std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
-                                     int64_t max_new_tokens, double temperature, int64_t top_k,
-                                     xgrad::Generator& gen, double top_p = 1.0, bool kv_cache = true);
+                                     int64_t max_new_tokens, const SamplingOptions& sampling,
+                                     xgrad::Generator& gen, bool kv_cache = true);
 
 // ---------------------------------------------------------------- the commands
 // Exit codes as run_cli's; errors are logged, never thrown.
 int run_train(TrainOptions o);
 int run_generate(const GenerateOptions& o);
 int run_tokenize(const TokenizeOptions& o);
-
-// What is wrong with `mpirun -np <launcher_size>` for a global batch of `batch_size`
-// (nothing: nullopt); checked before anything is written.
-std::optional<std::string> launch_problem(bool with_mpi, int launcher_size, int64_t batch_size);
-// Throws ConfigError naming the flags that drive the estimate when it exceeds `available`.
-void check_memory_fits(const TrainOptions& o, const MemoryEstimate& e, std::optional<double> available);
 
 }  // namespace train_lm

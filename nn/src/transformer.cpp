@@ -1,25 +1,37 @@
-// nn/src/transformer.cpp: GPTConfig checks, FeedForward and TransformerBlock.
+// nn/src/transformer.cpp: GPTConfig's validation (its ranges are the field table in
+// transformer.h), FeedForward and TransformerBlock.
 // reference: rasbt/LLMs-from-scratch, ch04/01_main-chapter-code/gpt.py
 #include "xgrad/nn/transformer.h"
+
+#include <sstream>
 
 #include "xgrad/ops.h"
 
 namespace xgrad::nn {
 
+std::string config_problem(const GPTConfig& cfg, const std::function<std::string(const char*)>& name) {
+  auto spell = [&](const char* field) { return name ? name(field) : std::string(field); };
+  std::ostringstream os;
+  os.precision(17);
+  GPTConfig::for_each_field([&](const auto& f) {
+    const double v = static_cast<double>(cfg.*f.member);
+    if (os.tellp() == 0 && !(v >= f.min && v <= f.max))
+      os << spell(f.name) << " must be in [" << f.min << ", " << f.max << "], got " << cfg.*f.member;
+  });
+  if (os.tellp() == 0 && cfg.emb_dim % cfg.n_heads != 0)
+    os << spell("emb_dim") << " " << cfg.emb_dim << " is not divisible by " << spell("n_heads") << " "
+       << cfg.n_heads << " (each head gets emb_dim / n_heads features)";
+  return os.str();
+}
+
 void validate(const GPTConfig& cfg, const char* who) {
-  if (cfg.vocab_size <= 0) fail(who, "vocab_size must be positive, got ", cfg.vocab_size);
-  if (cfg.context_length <= 0) fail(who, "context_length must be positive, got ", cfg.context_length);
-  if (cfg.emb_dim <= 0) fail(who, "emb_dim must be positive, got ", cfg.emb_dim);
-  if (cfg.n_heads <= 0) fail(who, "n_heads must be positive, got ", cfg.n_heads);
-  if (cfg.n_layers < 0) fail(who, "n_layers must be >= 0, got ", cfg.n_layers);
-  if (cfg.emb_dim % cfg.n_heads != 0)
-    fail(who, "emb_dim (", cfg.emb_dim, ") must be divisible by n_heads (", cfg.n_heads, ")");
-  check_dropout_p(who, cfg.drop_rate);  // drop_rate
+  const std::string problem = config_problem(cfg);
+  if (!problem.empty()) fail(who, problem);
 }
 
 // ---------------------------------------------------------------- FeedForward
 FeedForward::FeedForward(const GPTConfig& cfg) {
-  if (cfg.emb_dim <= 0) fail("FeedForward", "emb_dim must be positive, got ", cfg.emb_dim);
+  validate(cfg, "FeedForward");
   // built one by one: the two Linears draw their init in this order, as in torch
   auto seq = std::make_shared<Sequential>();
   seq->push_back(std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim));

@@ -203,11 +203,11 @@ TEST(GPT, ClearErrors) {
   GPTConfig bad = kSmall;
   bad.n_heads = 0;
   msg = message_of([&] { GPTModel m(bad); });
-  EXPECT_NE(msg.find("n_heads must be positive"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n_heads must be in [1, 65536], got 0"), std::string::npos) << msg;
   bad = kSmall;
   bad.n_heads = 3;
   msg = message_of([&] { GPTModel m(bad); });
-  EXPECT_NE(msg.find("emb_dim (16) must be divisible by n_heads (3)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("emb_dim 16 is not divisible by n_heads 3"), std::string::npos) << msg;
   bad = kSmall;
   bad.drop_rate = 1.5;
   EXPECT_THROW(GPTModel{bad}, Error);
@@ -224,6 +224,35 @@ TEST(GPT, ClearErrors) {
   Tensor after = rand({1});
   manual_seed(9);
   EXPECT_EQ(after.item(), rand({1}).item());
+}
+
+TEST(GPT, ConfigProblemsNameTheFieldAndItsRange) {
+  // the table holds every field once, in declaration order
+  std::vector<std::string> names;
+  GPTConfig::for_each_field([&](const auto& f) { names.push_back(f.name); });
+  EXPECT_EQ(names, (std::vector<std::string>{"vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
+                                             "drop_rate", "qkv_bias", "tie_weights"}));
+  EXPECT_EQ(config_problem(kSmall), "");
+  GPTConfig c = kSmall;
+  c.n_layers = 0;
+  EXPECT_EQ(config_problem(c), "n_layers must be in [1, 65536], got 0");
+  EXPECT_EQ(config_problem(c, [](const char* f) { return std::string("--") + f; }),
+            "--n_layers must be in [1, 65536], got 0");
+  EXPECT_THROW(GPTModel{c}, Error);
+  c = kSmall;
+  c.context_length = (1 << 20) + 1;
+  EXPECT_EQ(config_problem(c), "context_length must be in [1, 1048576], got 1048577");
+  c = kSmall;
+  c.drop_rate = std::nan("");
+  EXPECT_NE(config_problem(c).find("drop_rate must be in [0, 1], got nan"), std::string::npos)
+      << config_problem(c);
+  c = kSmall;
+  c.emb_dim = 18;
+  c.n_heads = 4;
+  EXPECT_EQ(config_problem(c),
+            "emb_dim 18 is not divisible by n_heads 4 (each head gets emb_dim / n_heads features)");
+  c.n_heads = 3;
+  EXPECT_EQ(config_problem(c), "");
 }
 
 TEST(GPT, GPT2SmallHas163MParameters) {

@@ -94,7 +94,7 @@ TEST_F(CliTest, PresetsAndOverrides) {
   ASSERT_EQ(p.kind, CliParse::kGenerate);
   EXPECT_EQ(p.generate.checkpoint, "x");
   EXPECT_EQ(p.generate.max_new_tokens, 7);
-  EXPECT_EQ(p.generate.top_k, 3);
+  EXPECT_EQ(p.generate.sampling.top_k, 3);
   EXPECT_EQ(p.generate.seed, 9u);
 }
 

@@ -47,7 +47,7 @@ std::vector<std::string> tiny_train(const TempDir& tmp, std::vector<std::string>
 
 std::unique_ptr<xgrad::text::Tokenizer> saved_tokenizer(const TempDir& tmp) {
   auto ck = load_checkpoint_files(tmp / "ck");
-  EXPECT_EQ(ck.at(kModelFile).metadata.at("vocab"), ck.at(kTrainStateFile).metadata.at("vocab"));
+  EXPECT_FALSE(ck.at(kTrainStateFile).metadata.count("vocab"));  // written once, in the model file
   return xgrad::text::tokenizer_from_json(ck.at(kModelFile).metadata.at("vocab"));
 }
 

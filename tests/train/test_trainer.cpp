@@ -55,7 +55,7 @@ TrainOptions tiny_options(const fs::path& dir) {
 
 std::vector<double> losses(const TrainResult& r) {
   std::vector<double> v;
-  for (const auto& s : r.history) v.push_back(s.loss);
+  for (const auto& s : r.history) v.push_back(s.train_loss);
   return v;
 }
 
@@ -65,6 +65,42 @@ class TrainerTest : public ::testing::Test {
   void TearDown() override { spdlog::set_level(spdlog::level::info); }
   Corpus corpus(int64_t ctx = 16) { return make_corpus(generated_text(), ctx, "generated"); }
 };
+
+}  // namespace
+
+namespace {
+
+// Copies the fixture's step_00000004 into tmp/ck, resumes it to step 6 with train_lm (its
+// saved options), and compares the model with the one the fixture's run saved at step 6.
+// Up to the kernels' rounding: a fixture keeps the bits of the build that wrote it, and another kernel
+// may round differently (today's resumes are compared bit for bit with uninterrupted runs in
+// ResumeReproducesAnUninterruptedRun). A lost or misplaced moment or a wrong lr moves a weight
+// by up to lr = 1e-3 per step.
+void expect_fixture_resumes(const fs::path& fixture, const TempDir& tmp) {
+  ASSERT_EQ(run_cli({"train_lm", "train", "--resume", "--checkpoint-dir", (tmp / "ck").string(), "--data",
+                     (tmp / "corpus.txt").string(), "--no-progress"}),
+            0);
+  const auto want = xgrad::load(fixture / "model_step6.safetensors");
+  const auto got = load_checkpoint_files(tmp / "ck");
+  EXPECT_EQ(got.dir.filename(), "step_00000006");
+  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "4");  // saved in today's format
+  ASSERT_EQ(got.at(kModelFile).tensors.size(), want.tensors.size());
+  for (std::size_t i = 0; i < want.tensors.size(); ++i) {
+    const auto a = got.at(kModelFile).tensors[i].second.to_vector<float>();
+    const auto b = want.tensors[i].second.to_vector<float>();
+    ASSERT_EQ(a.size(), b.size()) << want.tensors[i].first;
+    for (std::size_t j = 0; j < a.size(); ++j)
+      EXPECT_NEAR(a[j], b[j], 1e-6) << want.tensors[i].first << "[" << j << "]";
+  }
+}
+
+// A fixture's checkpoint at step 4 as tmp/ck, and its corpus as tmp/corpus.txt.
+void copy_fixture(const fs::path& fixture, const TempDir& tmp) {
+  fs::create_directories(tmp / "ck");
+  fs::copy(fixture / "step_00000004", tmp / "ck" / "step_00000004");
+  spit(tmp / "ck" / "latest", "step_00000004\n");
+  spit(tmp / "corpus.txt", train_test::ishmael_corpus());
+}
 
 }  // namespace
 
@@ -85,7 +121,8 @@ TEST_F(TrainerTest, SmokeLossFalls) {
   ASSERT_TRUE(r.last_val_loss.has_value());
   EXPECT_LT(*r.last_val_loss, 0.5 * before) << "val loss " << before << " -> " << *r.last_val_loss;
   double first = 0, last = 0;
-  for (int i = 0; i < 10; ++i) first += r.history[i].loss / 10, last += r.history[90 + i].loss / 10;
+  for (int i = 0; i < 10; ++i)
+    first += r.history[i].train_loss / 10, last += r.history[90 + i].train_loss / 10;
   EXPECT_LT(last, 0.5 * first);
   // the schedule: warmup, then cosine down to min_lr
   EXPECT_NEAR(r.history[0].lr, o.lr * 1 / 11, 1e-12);
@@ -97,8 +134,8 @@ TEST_F(TrainerTest, SmokeLossFalls) {
 
   // sampling after training reproduces the corpus's words
   xgrad::Generator g(5);
-  std::string text =
-      t.tokenizer().decode(generate_tokens(t.model(), t.tokenizer().encode("the "), 40, 0.0, 0, g));
+  std::string text = t.tokenizer().decode(
+      generate_tokens(t.model(), t.tokenizer().encode("the "), 40, {.temperature = 0.0}, g));
   EXPECT_EQ(text.rfind("the ", 0), 0u);
   EXPECT_EQ(text.size(), 44u);
 }
@@ -117,7 +154,7 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
   // the optimizer's own layout (xgrad::save(opt.state_dict(), path)): state.<flat index>.<key>
   EXPECT_TRUE(ck.at(kTrainStateFile).contains("state.0.exp_avg"));
   EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("optimizer"), "AdamW");
-  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "3");
+  EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "4");
   EXPECT_EQ(ck.at(kTrainStateFile).metadata.at("step"), "5");
 
   Trainer b(o, corpus());  // fresh weights: differ from a's
@@ -136,6 +173,46 @@ TEST_F(TrainerTest, CheckpointRoundTrip) {
     EXPECT_EQ(oa.param_groups[g].options, ob.param_groups[g].options);
   EXPECT_EQ(a.optimizer().lr(0), b.optimizer().lr(0));
   EXPECT_DOUBLE_EQ(a.estimate_loss("val"), b.estimate_loss("val"));
+}
+
+TEST_F(TrainerTest, EverySettingIsWrittenOnceAndResumedFromThere) {
+  TempDir tmp;
+  TrainOptions o = tiny_options(tmp / "ck");
+  Trainer a(o, corpus());
+  a.train(nullptr, nullptr, /*stop_after=*/4);
+  auto ck = load_checkpoint_files(o.checkpoint_dir);
+  const auto& state = ck.at(kTrainStateFile).metadata;
+  // the settings are train_options' alone: no optimizer option, schedule, config or vocabulary
+  // copy in the train state (config and vocabulary are model.safetensors')
+  for (const auto& [key, value] : state) {
+    const bool group_option = key.rfind("param_groups.", 0) == 0 && key.find(".params") == std::string::npos;
+    EXPECT_FALSE(group_option) << key << " = " << value;
+  }
+  for (const char* key : {"scheduler", "config", "vocab"}) EXPECT_FALSE(state.count(key)) << key;
+  EXPECT_EQ(nlohmann::json::parse(state.at("train_options")).at("lr"), o.lr);
+  EXPECT_TRUE(ck.at(kModelFile).metadata.count("config"));
+
+  // resumed with other settings: the optimizer takes them, lr where the new schedule is at step 4
+  TrainOptions changed = o;
+  changed.lr = 2 * o.lr;
+  changed.weight_decay = 0.5;
+  changed.beta2 = 0.95;
+  Trainer b(changed, corpus());
+  b.load(ck);
+  xgrad::optim::AdamW probe({xgrad::zeros({1})}, {.lr = changed.lr});
+  xgrad::optim::WarmupCosineLR schedule(
+      probe, {.warmup_iters = changed.warmup, .lr_decay_iters = changed.steps, .min_lr = changed.min_lr});
+  for (std::size_t g = 0; g < 2; ++g) {
+    EXPECT_EQ(b.optimizer().lr(g), schedule.lr_at(4, changed.lr)) << g;
+    EXPECT_EQ(b.optimizer().options(g).betas.second, 0.95) << g;
+  }
+  EXPECT_EQ(b.optimizer().options(0).weight_decay, 0.5);  // matrices decay
+  EXPECT_EQ(b.optimizer().options(1).weight_decay, 0.0);  // biases and LayerNorm weights do not
+  // and the moments are the checkpoint's
+  const auto oa = a.optimizer().state_dict(), ob = b.optimizer().state_dict();
+  for (const auto& [index, entries] : oa.state)
+    for (const auto& [key, t] : entries)
+      EXPECT_EQ(t.to_vector<double>(), ob.state.at(index).at(key).to_vector<double>()) << index << "." << key;
 }
 
 TEST_F(TrainerTest, ResumeReproducesAnUninterruptedRun) {
@@ -226,10 +303,7 @@ TEST_F(TrainerTest, OldCheckpointsResume) {
   // AdamW's state by parameter name, and the model the same run had at step 6
   TempDir tmp;
   const fs::path fixture = XGRAD_FIXTURES_DIR "/train_lm_v2";
-  fs::create_directories(tmp / "ck");
-  fs::copy(fixture / "step_00000004", tmp / "ck" / "step_00000004");
-  spit(tmp / "ck" / "latest", "step_00000004\n");
-  spit(tmp / "corpus.txt", train_test::ishmael_corpus());
+  copy_fixture(fixture, tmp);
   auto ck = load_checkpoint_files(tmp / "ck");
   ASSERT_EQ(ck.at(kTrainStateFile).metadata.at("format_version"), "2");
   EXPECT_TRUE(ck.at(kTrainStateFile).contains("optim.out_head.weight.exp_avg"));
@@ -264,25 +338,16 @@ TEST_F(TrainerTest, OldCheckpointsResume) {
       }
   EXPECT_EQ(placed, named.size());
 
-  ASSERT_EQ(run_cli({"train_lm", "train", "--resume", "--checkpoint-dir", (tmp / "ck").string(), "--data",
-                     (tmp / "corpus.txt").string(), "--no-progress"}),
-            0);
-  const auto want = xgrad::load(fixture / "model_step6.safetensors");
-  const auto got = load_checkpoint_files(tmp / "ck");
-  EXPECT_EQ(got.dir.filename(), "step_00000006");
-  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "3");  // saved in today's format
-  // The old run's step 6, up to the kernels' rounding: the fixture was written by an older
-  // build, and a faster kernel may round differently (today's resumes are compared bit for
-  // bit with uninterrupted runs in ResumeReproducesAnUninterruptedRun). A lost or misplaced moment moves a
-  // weight by up to lr = 1e-3 per step; the new attention kernel moved 20 of them, by 7.5e-9 at most.
-  ASSERT_EQ(got.at(kModelFile).tensors.size(), want.tensors.size());
-  for (std::size_t i = 0; i < want.tensors.size(); ++i) {
-    const auto a = got.at(kModelFile).tensors[i].second.to_vector<float>();
-    const auto b = want.tensors[i].second.to_vector<float>();
-    ASSERT_EQ(a.size(), b.size()) << want.tensors[i].first;
-    for (std::size_t j = 0; j < a.size(); ++j)
-      EXPECT_NEAR(a[j], b[j], 1e-6) << want.tensors[i].first << "[" << j << "]";
-  }
+  expect_fixture_resumes(fixture, tmp);
+}
+
+TEST_F(TrainerTest, Version3CheckpointsResume) {
+  // tests/fixtures/train_lm_v3 (README.md there): the optimizer's settings in its param groups
+  TempDir tmp;
+  const fs::path fixture = XGRAD_FIXTURES_DIR "/train_lm_v3";
+  copy_fixture(fixture, tmp);
+  ASSERT_EQ(load_checkpoint_files(tmp / "ck").at(kTrainStateFile).metadata.at("format_version"), "3");
+  expect_fixture_resumes(fixture, tmp);
 }
 
 TEST_F(TrainerTest, NanLossStopsWithoutSaving) {

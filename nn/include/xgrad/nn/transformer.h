@@ -9,7 +9,9 @@
 // ".scale" -> ".weight" and ".shift" -> ".bias".
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "xgrad/nn/attention.h"
 #include "xgrad/nn/containers.h"
@@ -30,25 +32,45 @@ struct GPTConfig {
   bool qkv_bias = false;
   bool tie_weights = false;  // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
 
-  // Every field once, by name, in declaration order: f("vocab_size", &GPTConfig::vocab_size),
-  // ... What saves, loads, compares or prints a config walks this list, so a new field is
-  // one line here (and one above).
+  // Calls f(GPTConfigField<T>{...}) for every field, in declaration order (below). What
+  // validates, saves, loads, compares or prints a config, or makes a command-line flag of a
+  // field, walks this table, so a new field is one member above and one row there.
   template <class F>
-  static void for_each_field(F&& f) {
-    f("vocab_size", &GPTConfig::vocab_size);
-    f("context_length", &GPTConfig::context_length);
-    f("emb_dim", &GPTConfig::emb_dim);
-    f("n_heads", &GPTConfig::n_heads);
-    f("n_layers", &GPTConfig::n_layers);
-    f("drop_rate", &GPTConfig::drop_rate);
-    f("qkv_bias", &GPTConfig::qkv_bias);
-    f("tie_weights", &GPTConfig::tie_weights);
-  }
+  static void for_each_field(F&& f);
   bool operator==(const GPTConfig&) const = default;
 };
 
-// Throws xgrad::Error naming `who` and the bad field (non-positive sizes, emb_dim not
-// divisible by n_heads, drop_rate outside [0, 1]).
+// One row of GPTConfig's table: the field's name (its key in a saved config), the member, the
+// closed range [min, max] a valid value lies in (numbers only: a bool takes both values) and
+// what the field means.
+template <class T>
+struct GPTConfigField {
+  const char* name;
+  T GPTConfig::*member;
+  double min, max;
+  const char* help;
+};
+
+template <class F>
+void GPTConfig::for_each_field(F&& f) {
+  using I = GPTConfigField<int64_t>;
+  f(I{"vocab_size", &GPTConfig::vocab_size, 1, 1LL << 31, "tokens in the vocabulary"});
+  f(I{"context_length", &GPTConfig::context_length, 1, 1 << 20, "tokens per window"});
+  f(I{"emb_dim", &GPTConfig::emb_dim, 1, 1 << 20, "embedding width"});
+  f(I{"n_heads", &GPTConfig::n_heads, 1, 1 << 16, "attention heads"});
+  f(I{"n_layers", &GPTConfig::n_layers, 1, 1 << 16, "transformer blocks"});
+  // torch's nn.Dropout range
+  f(GPTConfigField<double>{"drop_rate", &GPTConfig::drop_rate, 0, 1, "dropout probability"});
+  f(GPTConfigField<bool>{"qkv_bias", &GPTConfig::qkv_bias, 0, 1, "bias in the query/key/value projections"});
+  f(GPTConfigField<bool>{"tie_weights", &GPTConfig::tie_weights, 0, 1,
+                         "share tok_emb.weight with out_head.weight, as GPT-2 does"});
+}
+
+// What is wrong with `cfg` ("" when nothing): the first field outside its range ("n_heads
+// must be in [1, 65536], got 0"), or emb_dim not divisible by n_heads. `name` spells a field
+// in the message (the field's own name by default; train_lm says "--n-heads").
+std::string config_problem(const GPTConfig& cfg, const std::function<std::string(const char*)>& name = {});
+// Throws xgrad::Error("<who>: <config_problem>") when there is a problem.
 void validate(const GPTConfig& cfg, const char* who = "GPTConfig");
 
 // (b, T, emb) -> (b, T, emb): Linear(emb, 4 emb), GELU(tanh), Linear(4 emb, emb).

@@ -1,5 +1,5 @@
-// tests/train/test_issue13.cpp: issue #13, "nothing a user feeds it gets a silent wrong
-// answer", through the command line (run_cli in-process, as a user runs train_lm):
+// tests/train/test_bad_input.cpp: nothing a user feeds train_lm gets a silent wrong answer,
+// through the command line (run_cli in-process, as a user runs train_lm):
 //   1 flipped header bytes (step, vocabulary, RNG state) are refused
 //   2 out-of-range numbers are refused naming the flag, never clamped
 //   3 a configuration that cannot fit in memory is refused with the figure; --dry-run
@@ -7,7 +7,7 @@
 //   5 a directory a failed first run left (metrics, no checkpoint) can be started or resumed
 //   6 a torn last line of metrics.csv does not block --resume
 //   + leftover latest.tmp.<pid> files are cleaned; a vocabulary mismatch lists the characters
-// Item 7 (shape overflow) is tests/core/test_shape_overflow.cpp.
+// Shapes whose element count overflows are tests/core/test_shape_overflow.cpp's.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -58,7 +58,7 @@ void patch(const fs::path& p, const std::string& from, const std::string& to) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-class Issue13 : public ::testing::Test {
+class BadInput : public ::testing::Test {
  protected:
   void SetUp() override { spdlog::set_level(spdlog::level::info); }
 };
@@ -67,7 +67,7 @@ class Issue13 : public ::testing::Test {
 
 // 1. The header is covered by a checksum: a changed step, vocabulary character or RNG byte
 // is refused by --resume and generate.
-TEST_F(Issue13, FlippedHeaderIsRefused) {
+TEST_F(BadInput, FlippedHeaderIsRefused) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "4", "--eval-interval", "4"})).code, 0);
@@ -114,7 +114,7 @@ TEST_F(Issue13, FlippedHeaderIsRefused) {
 }
 
 // 2. A number outside its flag's range is an error naming the flag (never clamped).
-TEST_F(Issue13, OutOfRangeNumbersAreRefused) {
+TEST_F(BadInput, OutOfRangeNumbersAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"train", "--steps", "99999999999999999999"}, "--steps"},
       {{"train", "--steps", "2000000000000"}, "--steps"},
@@ -150,9 +150,9 @@ TEST_F(Issue13, OutOfRangeNumbersAreRefused) {
   EXPECT_EQ(p.train.seed, 18446744073709551615ull);
 }
 
-// A saved option that does not fit its type (found by fuzz_cli: "steps": 2e118 was cast to
-// int64, undefined behaviour) is refused by name; a fitting one is taken.
-TEST_F(Issue13, SavedOptionsOutOfRangeAreRefused) {
+// A saved option that does not fit its type ("steps": 2e118 cast to int64 is undefined
+// behaviour) is refused by name; a fitting one is taken.
+TEST_F(BadInput, SavedOptionsOutOfRangeAreRefused) {
   const GPTConfig model = parse_cli({"train_lm", "train"}).train.model;
   for (const char* steps : {"2e118", "1.5", "18446744073709551615", "true", "\"7\""}) {
     TrainOptions o = parse_cli({"train_lm", "train"}).train;
@@ -167,7 +167,7 @@ TEST_F(Issue13, SavedOptionsOutOfRangeAreRefused) {
 
 // 3. Memory: a batch that cannot fit is refused before anything is allocated, naming the
 // flags and the figure; --dry-run reports the estimate and writes nothing.
-TEST_F(Issue13, MemoryIsEstimatedBeforeAllocating) {
+TEST_F(BadInput, MemoryIsEstimatedBeforeAllocating) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   RunResult r = run(train_args(tmp, {"--steps", "4", "--batch-size", "10000000000"}));
@@ -187,7 +187,7 @@ TEST_F(Issue13, MemoryIsEstimatedBeforeAllocating) {
 }
 
 // 4. Sampling parameters as torch's samplers check them.
-TEST_F(Issue13, SamplingParametersAreValidated) {
+TEST_F(BadInput, SamplingParametersAreValidated) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"})).code, 0);
@@ -203,7 +203,7 @@ TEST_F(Issue13, SamplingParametersAreValidated) {
   RunResult tiny = gen({"--temperature", "1e-300"});  // as good as greedy
   ASSERT_EQ(tiny.code, 0) << tiny.out;
   EXPECT_EQ(tiny.out, greedy.out);
-  RunResult denormal = gen({"--temperature", "1e-310"});  // used to print garbage
+  RunResult denormal = gen({"--temperature", "1e-310"});  // logits / T would overflow to inf
   EXPECT_EQ(denormal.code, 2) << denormal.out;
   EXPECT_TRUE(has(denormal.out, "--temperature")) << denormal.out;
   for (auto bad : {std::vector<std::string>{"--top-p", "0"},
@@ -229,7 +229,7 @@ TEST_F(Issue13, SamplingParametersAreValidated) {
 
 // 5. A first run that stopped before its first checkpoint (NaN loss, out of memory) leaves a
 // metrics file and no checkpoint: both a new run and --resume must start.
-TEST_F(Issue13, FailedFirstRunIsRestartable) {
+TEST_F(BadInput, FailedFirstRunIsRestartable) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   for (bool resume : {false, true}) {
@@ -247,7 +247,7 @@ TEST_F(Issue13, FailedFirstRunIsRestartable) {
 }
 
 // 6. A torn last line (disk full, kill) is dropped; resume truncates to the checkpoint's step.
-TEST_F(Issue13, TornMetricsLineDoesNotBlockResume) {
+TEST_F(BadInput, TornMetricsLineDoesNotBlockResume) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "4", "--eval-interval", "4"})).code, 0);
@@ -261,7 +261,7 @@ TEST_F(Issue13, TornMetricsLineDoesNotBlockResume) {
 }
 
 // Leftover latest.tmp.<pid> of a killed save are removed by the next save.
-TEST_F(Issue13, LeftoverLatestTempFilesAreCleaned) {
+TEST_F(BadInput, LeftoverLatestTempFilesAreCleaned) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"})).code, 0);
@@ -275,7 +275,7 @@ TEST_F(Issue13, LeftoverLatestTempFilesAreCleaned) {
 }
 
 // A vocabulary mismatch lists the characters that differ, also when the sizes differ.
-TEST_F(Issue13, VocabularyMismatchListsTheCharacters) {
+TEST_F(BadInput, VocabularyMismatchListsTheCharacters) {
   TempDir tmp;
   spit(tmp / "corpus.txt", corpus_text());
   ASSERT_EQ(run(train_args(tmp, {"--steps", "2", "--eval-interval", "2"})).code, 0);

@@ -1,4 +1,4 @@
-// tests/train/test_issue16.cpp: issue #16 in the trainer:
+// tests/train/test_train_flags.cpp: the training flags that change the step or the model:
 //   --grad-accum N: N micro-batches per optimizer step give the step of one batch N times
 //     larger (parameters after 20 steps, dropout 0), and the flag travels with --resume;
 //   --tie-weights: one parameter fewer matrix, saved in the config, resumed, generated from;
@@ -79,7 +79,7 @@ TEST(GradAccum, MicroBatchesGiveTheStepOfOneLargeBatch) {
     }
     // the logged loss is the mean over the whole batch, at the optimizer step
     for (std::size_t s = 0; s < 20; ++s) {
-      EXPECT_NEAR(ra.history[s].loss, rb.history[s].loss, 1e-5 * rb.history[s].loss) << s;
+      EXPECT_NEAR(ra.history[s].train_loss, rb.history[s].train_loss, 1e-5 * rb.history[s].train_loss) << s;
       EXPECT_EQ(ra.history[s].lr, rb.history[s].lr) << s;
     }
     std::printf("--grad-accum %lld: max relative parameter difference %.3g after 20 steps\n",
