@@ -82,7 +82,7 @@ int64_t DataLoader::size() const { return batch_sampler_->size(); }
 struct DataLoader::Iterator::State {
   std::shared_ptr<const Dataset> dataset;
   CollateFn collate;
-  std::unique_ptr<SamplerIterator<Batch>> batches;
+  std::unique_ptr<SamplerIterator<BatchIndices>> batches;
   int64_t base_seed = 0;
   int64_t max_in_flight = 0;
 
@@ -93,7 +93,7 @@ struct DataLoader::Iterator::State {
   bool stopping = false;
   std::vector<std::thread> workers;
 
-  Example fetch(const Batch& indices) const {
+  Example fetch(const BatchIndices& indices) const {
     std::vector<Example> samples;
     samples.reserve(indices.size());
     for (int64_t i : indices) samples.push_back(dataset->get(i));
@@ -104,7 +104,7 @@ struct DataLoader::Iterator::State {
   // the workers while fewer than prefetch_factor * num_workers are outstanding.
   void try_put_index() {
     if (static_cast<int64_t>(in_flight.size()) >= max_in_flight) return;
-    std::optional<Batch> indices = batches->next();
+    std::optional<BatchIndices> indices = batches->next();
     if (!indices) return;
     std::packaged_task<Example()> task([this, idx = std::move(*indices)] { return fetch(idx); });
     in_flight.push_back(task.get_future());
@@ -167,7 +167,7 @@ int64_t DataLoader::Iterator::base_seed() const { return state_->base_seed; }
 std::optional<Example> DataLoader::Iterator::next() {
   State& s = *state_;
   if (s.workers.empty()) {
-    std::optional<Batch> indices = s.batches->next();
+    std::optional<BatchIndices> indices = s.batches->next();
     if (!indices) return std::nullopt;
     return s.fetch(*indices);
   }

@@ -131,14 +131,14 @@ int64_t BatchSampler::size() const {
 
 // reference: sampler.py, BatchSampler.__iter__: a batch is the next batch_size indices; at the
 // end, a partial batch is yielded unless drop_last.
-std::unique_ptr<SamplerIterator<Batch>> BatchSampler::iter() const {
-  struct It : SamplerIterator<Batch> {
+std::unique_ptr<SamplerIterator<BatchIndices>> BatchSampler::iter() const {
+  struct It : SamplerIterator<BatchIndices> {
     std::unique_ptr<SamplerIterator<int64_t>> indices;
     int64_t batch_size = 0;
     bool drop_last = false, done = false;
-    std::optional<Batch> next() override {
+    std::optional<BatchIndices> next() override {
       if (done) return std::nullopt;
-      Batch batch;
+      BatchIndices batch;
       batch.reserve(static_cast<std::size_t>(batch_size));
       while (static_cast<int64_t>(batch.size()) < batch_size) {
         std::optional<int64_t> i = indices->next();

@@ -12,8 +12,8 @@
 // state. Each pass (iter(), or the begin() of a range-for) draws the iterator's base seed,
 // one int64 random_() from `generator` or the default generator, even without workers; the
 // RandomSampler that shuffle = true makes draws its own seed from the same generator on the
-// pass's first batch (sampler.h). A pass cut short (break) leaves the state a full pass would
-// not: as in torch.
+// pass's first batch (sampler.h). A pass cut short (a break) skips the draws its rest would
+// have made (with a `generator`, the sampler's closing randperm), as torch's does.
 //
 // num_workers > 0 loads batches on that many threads, keeping up to prefetch_factor *
 // num_workers batches in flight, in the same order and with the same draws as num_workers = 0
@@ -52,7 +52,7 @@ struct DataLoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = false;  // a RandomSampler over the dataset (with `generator`)
   std::shared_ptr<const Sampler<int64_t>> sampler;
-  std::shared_ptr<const Sampler<Batch>> batch_sampler;
+  std::shared_ptr<const Sampler<BatchIndices>> batch_sampler;
   int64_t num_workers = 0;
   CollateFn collate_fn;  // empty: default_collate
   bool drop_last = false;
@@ -76,7 +76,7 @@ class DataLoader {
 
   const std::shared_ptr<const Dataset>& dataset() const { return dataset_; }
   const std::shared_ptr<const Sampler<int64_t>>& sampler() const { return sampler_; }
-  const std::shared_ptr<const Sampler<Batch>>& batch_sampler() const { return batch_sampler_; }
+  const std::shared_ptr<const Sampler<BatchIndices>>& batch_sampler() const { return batch_sampler_; }
   int64_t batch_size() const { return batch_size_; }
   bool drop_last() const { return drop_last_; }
   int64_t num_workers() const { return num_workers_; }
@@ -85,7 +85,7 @@ class DataLoader {
  private:
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<const Sampler<int64_t>> sampler_;
-  std::shared_ptr<const Sampler<Batch>> batch_sampler_;
+  std::shared_ptr<const Sampler<BatchIndices>> batch_sampler_;
   CollateFn collate_fn_;
   int64_t batch_size_;
   bool drop_last_;

@@ -2,7 +2,7 @@
 // torch.utils.data's SequentialSampler, RandomSampler and BatchSampler.
 //
 // A Sampler<T> has a length and makes iterators; an iterator yields T's until it returns
-// std::nullopt. Sampler<> yields sample indices, Sampler<Batch> lists of them
+// std::nullopt. Sampler<> yields sample indices, Sampler<BatchIndices> lists of them
 // (BatchSampler, or your own batch_sampler). Iterators are lazy like torch's generator
 // functions: they draw random numbers exactly when torch's would, so the same seed gives
 // the same order and leaves the generators in the same state:
@@ -26,7 +26,7 @@
 
 namespace xgrad::data {
 
-using Batch = std::vector<int64_t>;  // the indices of one batch
+using BatchIndices = std::vector<int64_t>;  // the sample indices of one batch
 
 template <class T>
 class SamplerIterator {
@@ -79,11 +79,11 @@ class RandomSampler : public Sampler<int64_t> {
 
 // Groups another sampler's indices into batches of batch_size; the last one is shorter, or
 // dropped with drop_last (torch's BatchSampler). xgrad::Error unless batch_size > 0.
-class BatchSampler : public Sampler<Batch> {
+class BatchSampler : public Sampler<BatchIndices> {
  public:
   BatchSampler(std::shared_ptr<const Sampler<int64_t>> sampler, int64_t batch_size, bool drop_last);
   int64_t size() const override;
-  std::unique_ptr<SamplerIterator<Batch>> iter() const override;
+  std::unique_ptr<SamplerIterator<BatchIndices>> iter() const override;
   const std::shared_ptr<const Sampler<int64_t>>& sampler() const { return sampler_; }
   int64_t batch_size() const { return batch_size_; }
   bool drop_last() const { return drop_last_; }
