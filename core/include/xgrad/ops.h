@@ -59,6 +59,9 @@ Tensor eye(Int n, Int m = -1, DType dtype = kFloat32);
 Tensor rand(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, Generator* gen = nullptr, DType dtype = kFloat32);
 Tensor randint(Int low, Int high, const Shape& shape, Generator* gen = nullptr);
+// A random permutation of 0 .. n-1 (int64), torch.randperm's CPU algorithm and stream
+// (randperm.cpp): n - 1 draws from `gen`, or from the default generator.
+Tensor randperm(Int n, Generator* gen = nullptr);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);

@@ -35,6 +35,9 @@ class Generator {
   // drops any cached normal sample.
   void manual_seed(uint64_t seed);
   uint64_t initial_seed() const;
+  // Reseeds from the operating system's entropy and returns the new seed (torch's
+  // Generator.seed()); initial_seed() then returns it too. generator_seed.cpp.
+  uint64_t seed();
 
   uint32_t random();    // one mt19937 draw                  (CPUGeneratorImpl::random)
   uint64_t random64();  // two draws, first one in high bits (CPUGeneratorImpl::random64)
@@ -98,5 +101,11 @@ Generator& default_generator();
 
 // Reseeds default_generator(), like torch.manual_seed.
 void manual_seed(uint64_t seed);
+// The default generator's seed functions and state, as torch.seed(), torch.initial_seed(),
+// torch.get_rng_state() and torch.set_rng_state() (generator_seed.cpp).
+uint64_t seed();
+uint64_t initial_seed();
+std::vector<uint8_t> get_rng_state();
+void set_rng_state(const std::vector<uint8_t>& state);
 
 }  // namespace xgrad
