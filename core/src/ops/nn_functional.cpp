@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels.h"
-#include "ops/vec_math.h"
+#include "vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"

@@ -1,4 +1,4 @@
-// core/src/kernels.h (private): the loops every op family builds on.
+// core/src/kernels/kernels.h (private): the loops every op family builds on.
 //
 // - dispatch_float / dispatch_all: call a generic lambda with a value of the element type.
 // - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim

@@ -1,4 +1,4 @@
-// core/src/ops/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
+// core/src/kernels/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
 //
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C        (row-major, any lds)
 //   C (m, n) = (alpha * op(A) (m, k) @ op(B) (k, n)) + bias (n)        (with a bias: linear)
