@@ -1,6 +1,7 @@
 // core/src/kernels/kernels.h (private): the loops every op family builds on.
 //
-// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type.
+// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type;
+//   check_floating: the check alone.
 // - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim
 //   last, after merging dims that are contiguous in every operand (so a contiguous tensor is
 //   one row), split over the thread pool by element ranges.
@@ -35,6 +36,14 @@ decltype(auto) dispatch_all(DType t, F&& f) {
       return f(bool{});
   }
   return f(float{});
+}
+
+// Throws naming `op`, t's dtype and shape unless t is float32 or float64 (what
+// dispatch_float accepts).
+inline void check_floating(const char* op, const Tensor& t) {
+  if (!t.is_floating_point())
+    fail(op, "expected a floating-point tensor (float32 or float64), got ", dtype_name(t.dtype()),
+         " of shape ", t.shape());
 }
 
 // Dim d of a tensor of `shape` counted from 0 (negative d from the end, a 0-d tensor taken as
