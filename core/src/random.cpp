@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 
+#include "random_kernel.h"  // its floating-point loops turn contraction off themselves
 #include "xgrad/error.h"
 
 #if defined(__clang__)
@@ -29,8 +30,6 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
-
-#include "random_kernel.h"  // after the pragma: its loops get the same (no) contraction
 
 namespace xgrad {
 
