@@ -85,7 +85,9 @@ using std::sqrt;
 // GCC 12 warns that _mm512_sqrt_p[sd]'s _mm512_undefined_p[sd]() operand "may be used
 // uninitialized" (a false positive inside the intrinsic).
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // One element (or one SIMD batch) of the update, with torch's CPU kernels' roundings:
 // add(other, alpha) is fma(alpha, other, self), addcmul(t1, t2, value) is
