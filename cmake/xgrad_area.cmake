@@ -1,6 +1,6 @@
 # cmake/xgrad_area.cmake: xgrad_add_area(), how every layer of the library is built.
 #
-#   xgrad_add_area(<area> [DEPENDS <xgrad::lower areas>...] [PRIVATE <targets>...]
+#   xgrad_add_area(<area> [KERNELS] [DEPENDS <xgrad::lower areas>...] [PRIVATE <targets>...]
 #                  [HEADERS <header-only targets>...])
 #
 # called from <area>/CMakeLists.txt builds <area>/src/**.cpp into the library xgrad_<area>
@@ -10,13 +10,16 @@
 # and the build enforces it. DEPENDS links the public interface of the areas below (PUBLIC,
 # so users of this area get them too); PRIVATE links what only the sources use. HEADERS puts
 # header-only libraries (xsimd, nlohmann_json::nlohmann_json) on the private include path
-# only, so they stay out of the installed package. Every area gets the same warnings and -march flags, and joins the umbrella
-# target xgrad::xgrad (the root CMakeLists.txt creates it after the last area).
+# only, so they stay out of the installed package. KERNELS links xgrad_kernels, the kernel
+# floor (core/src/kernels/: every SIMD loop, see core/CMakeLists.txt), privately and for the
+# build only: it is neither installed nor exported, and no installed header includes it.
+# Every area gets the same warnings and -march flags, and joins the umbrella target
+# xgrad::xgrad (the root CMakeLists.txt creates it after the last area).
 #
 # A new area is a folder with include/, src/ and a two-line CMakeLists.txt, plus one
 # add_subdirectory() line in the root CMakeLists.txt.
 function(xgrad_add_area area)
-  cmake_parse_arguments(ARG "" "" "DEPENDS;PRIVATE;HEADERS" ${ARGN})
+  cmake_parse_arguments(ARG "KERNELS" "" "DEPENDS;PRIVATE;HEADERS" ${ARGN})
   set(target xgrad_${area})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
   add_library(${target} ${sources})
@@ -27,6 +30,9 @@ function(xgrad_add_area area)
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(${target} PUBLIC ${ARG_DEPENDS})
+  if(ARG_KERNELS)
+    target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:xgrad_kernels>)
+  endif()
   if(ARG_PRIVATE)
     target_link_libraries(${target} PRIVATE ${ARG_PRIVATE})
   endif()

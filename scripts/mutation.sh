@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/mutation.sh: measure how strong the test suite is (issue #17). Each mutant below is a
+# scripts/mutation.sh: measure how strong the test suite is. Each mutant below is a
 # small deliberate bug in a backward closure or a fused kernel (a term scaled by 1.01, a
 # dropped term, a wrong sign, the wrong saved tensor, an off-by-one, a missing contig()). One
 # at a time: the mutant is applied to the source, the library and tests are rebuilt
@@ -50,39 +50,33 @@ done
 # ---------------------------------------------------------------- the mutants
 # id | file (from the tree's root) | from | to
 #
-# Known equivalent mutants (they survive, and no test can kill them):
-#   sdpa-tail-live-bound: the backward's scalar tail also computes dS at column j == n (the
-#     first key the row does not see). The forward stored exact zeros there (W[i, j] = 0 for
-#     j >= n), so w[j] * (d[j] - s) * scale is 0 (or -0, which adds the same) whatever the
-#     finite d[j]: the same dS, the same gradients.
+# Known equivalent mutants (they survive, and no test can kill them): none at present.
 MUTANTS=$(cat <<'EOF'
-sm-dout-contig|core/src/ops/activation.cpp|    const Tensor dy = contig(dout);\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "softmax_backward"|    const Tensor dy = dout;\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "softmax_backward"
-sm-scale-sum|core/src/ops/activation.cpp|dxr[i] = yr[i] * (dyr[i] - s);|dxr[i] = yr[i] * (dyr[i] - s * T(1.01));
-lsm-sign|core/src/ops/activation.cpp|return d - vec::vexp(v) * s;|return d + vec::vexp(v) * s;
-sm-inner-drop-term|core/src/ops/activation.cpp|dxc[j] = yc[j] * (dyc[j] - s[j]);|dxc[j] = yc[j] * dyc[j];
-sm-inner-off-by-one|core/src/ops/activation.cpp|    for (int64_t c = 0; c < C; ++c) {\n      const T* yc = y + base + c * inner;\n      const T* dyc = dy + base + c * inner;\n      if constexpr|    for (int64_t c = 0; c < C - 1; ++c) {\n      const T* yc = y + base + c * inner;\n      const T* dyc = dy + base + c * inner;\n      if constexpr
-lsm-inner-wrong-saved|core/src/ops/activation.cpp|for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j];|for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j] * yc[j];
-relu-dout-contig|core/src/ops/activation.cpp|    const Tensor dy = contig(dout);\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "relu_backward"|    const Tensor dy = dout;\n    Tensor dx = empty(yv.shape(), yv.dtype());\n    kernels::dispatch_float(yv.dtype(), "relu_backward"
-sigmoid-drop-term|core/src/ops/activation.cpp|px[i] = pd[i] * (T(1) - py[i]) * py[i];|px[i] = pd[i] * (T(1) - py[i]);
-gelu-tanh-scale|core/src/ops/activation.cpp|const auto left_derivative = T(0.5) * right;|const auto left_derivative = T(0.505) * right;
-gelu-dout-contig|core/src/ops/activation.cpp|    const Tensor dy = contig(dout);\n    Tensor dx = empty(gc.shape(), gc.dtype());|    const Tensor dy = dout;\n    Tensor dx = empty(gc.shape(), gc.dtype());
-sdpa-dout-as-laid-out|core/src/ops/attention.cpp|const Tensor dout = blas_readable(grad);|const Tensor dout = grad.detach();
+sm-dout-contig|core/src/ops/activation.cpp|kernels::softmax_backward<Log>(yv, contig(dout), dx, g);|kernels::softmax_backward<Log>(yv, dout, dx, g);
+sm-scale-sum|core/src/kernels/activation_kernel.h|dxr[i] = yr[i] * (dyr[i] - s);|dxr[i] = yr[i] * (dyr[i] - s * T(1.01));
+lsm-sign|core/src/kernels/activation_kernel.h|return d - vec::vexp(v) * s;|return d + vec::vexp(v) * s;
+sm-inner-drop-term|core/src/kernels/activation_kernel.h|dxc[j] = yc[j] * (dyc[j] - s[j]);|dxc[j] = yc[j] * dyc[j];
+sm-inner-off-by-one|core/src/kernels/activation_kernel.h|    for (int64_t c = 0; c < C; ++c) {\n      const T* yc = y + base + c * inner;\n      const T* dyc = dy + base + c * inner;\n      if constexpr|    for (int64_t c = 0; c < C - 1; ++c) {\n      const T* yc = y + base + c * inner;\n      const T* dyc = dy + base + c * inner;\n      if constexpr
+lsm-inner-wrong-saved|core/src/kernels/activation_kernel.h|for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j];|for (int64_t j = 0; j < inner; ++j) s[j] += dyc[j] * yc[j];
+relu-dout-contig|core/src/ops/activation.cpp|kernels::relu_backward(yv, contig(dout), dx);|kernels::relu_backward(yv, dout, dx);
+sigmoid-drop-term|core/src/kernels/activation_kernel.h|px[i] = pd[i] * (T(1) - py[i]) * py[i];|px[i] = pd[i] * (T(1) - py[i]);
+gelu-tanh-scale|core/src/kernels/vec_math.h|const auto left_derivative = T(0.5) * right;|const auto left_derivative = T(0.505) * right;
+gelu-dout-contig|core/src/ops/activation.cpp|kernels::gelu_backward(xv, contig(dout), dx, tanh_approx);|kernels::gelu_backward(xv, dout, dx, tanh_approx);
+sdpa-dout-as-laid-out|core/src/ops/attention.cpp|const Tensor dout = row_readable(grad);|const Tensor dout = grad.detach();
 sdpa-readable-any-row-stride|core/src/ops/attention.cpp|(rows <= 1 \|\| t.stride(-2) >= cols)|(rows <= 1 \|\| t.stride(-2) >= 0)
 sdpa-readable-any-col-stride|core/src/ops/attention.cpp|(cols <= 1 \|\| t.stride(-1) == 1)|(cols <= 1 \|\| t.stride(-1) >= 1)
-sdpa-dv-scale|core/src/ops/attention.cpp|gemm<T>(true, false, c1 - c0, P.Ev, L - i0, T(1), wv + i0 * S + c0|gemm<T>(true, false, c1 - c0, P.Ev, L - i0, T(1.01), wv + i0 * S + c0
-sdpa-dq-sign|core/src/ops/attention.cpp|gemm<T>(false, false, r1 - r0, P.E, ce, T(1), dp + r0 * S, S, k, ldk|gemm<T>(false, false, r1 - r0, P.E, ce, T(-1), dp + r0 * S, S, k, ldk
-sdpa-rowsum-off-by-one|core/src/ops/attention.cpp|red[i - i0] = vec::dot(dp + i * S, w + i * S, P.valid(i));|red[i - i0] = vec::dot(dp + i * S, w + i * S, P.valid(i) - 1);
-sdpa-causal-col-start|core/src/ops/attention.cpp|const int64_t i0 = P.causal ? std::min(c0, L) : 0;|const int64_t i0 = P.causal ? std::min(c0 + 1, L) : 0;
-sdpa-dv-wrong-saved|core/src/ops/attention.cpp|const T* wv = dropped ? wd : w;|const T* wv = w;
-ln-dout-contig|core/src/ops/nn_functional.cpp|    const Tensor dy = contig(dout);\n    const bool want_x|    const Tensor dy = dout;\n    const bool want_x
-ln-dx-drop-term|core/src/ops/nn_functional.cpp|dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);|dxr[i] = rs * (g[i] - g_mean);
-ln-dw-scale|core/src/ops/nn_functional.cpp|pdw[i] += dr[i] * xhat[i];|pdw[i] += dr[i] * xhat[i] * T(1.01);
-ln-gmean-wrong-saved|core/src/ops/nn_functional.cpp|const T g_mean = vec::sum(g.data(), N) * invN;|const T g_mean = vec::sum(dr, N) * invN;
-ln-block-partials-off-by-one|core/src/ops/nn_functional.cpp|      for (int64_t b = 0; b < blocks; ++b) {\n        if (pdw)|      for (int64_t b = 0; b < blocks - 1; ++b) {\n        if (pdw)
-emb-dout-contig|core/src/ops/nn_functional.cpp|    const Tensor dy = contig(dout);\n    Tensor dw = zeros({V, D}, dy.dtype());|    const Tensor dy = dout;\n    Tensor dw = zeros({V, D}, dy.dtype());
-dropout-dout-contig|core/src/ops/nn_functional.cpp|    const Tensor dy = contig(dout);\n    Tensor dx = empty(mask.shape(), dy.dtype());|    const Tensor dy = dout;\n    Tensor dx = empty(mask.shape(), dy.dtype());
-ce-scale|core/src/ops/nn_functional.cpp|const T gscale = static_cast<T>(dout.item() / static_cast<double>(count));|const T gscale = static_cast<T>(1.01 * dout.item() / static_cast<double>(count));
-mse-db-sign|core/src/ops/nn_functional.cpp|for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];|for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = pd[i];
+sdpa-dq-sign|core/src/kernels/attention_backward.h|rows_form<T, true>(rows, p.E, n, ds + off, W, k, ldk, T(1), dq + i0 * lddq, lddq);|rows_form<T, true>(rows, p.E, n, ds + off, W, k, ldk, T(-1), dq + i0 * lddq, lddq);
+sdpa-rowsum-drop-chain|core/src/kernels/attention_backward.h|const V<T> r = (s0 + s1) + (s2 + s3);|const V<T> r = (s0 + s1) + s2;
+sdpa-dv-wrong-saved|core/src/kernels/attention_backward.h|keys_product(bl, dropped ? wd : w, dob, lddob, p.Ev, dv, lddv);|keys_product(bl, w, dob, lddob, p.Ev, dv, lddv);
+ln-dout-contig|core/src/ops/nn_functional.cpp|contig(dout), mean, rstd, M, N, dx, dw, db);|dout, mean, rstd, M, N, dx, dw, db);
+ln-dx-drop-term|core/src/kernels/vec_math.h|(rsb * xsimd::fnma(xhat, gxmb, g_centred)).store_unaligned(dxr + i);|(rsb * g_centred).store_unaligned(dxr + i);
+ln-dw-scale|core/src/kernels/vec_math.h|if (dw) dw[i] = xsimd::fma(dr[i], xhat, dw[i]);|if (dw) dw[i] = xsimd::fma(dr[i] * T(1.01), xhat, dw[i]);
+ln-gmean-wrong-saved|core/src/kernels/vec_math.h|g_mean[r - g0] = sg * invN;|g_mean[r - g0] = sgx * invN;
+ln-block-partials-off-by-one|core/src/kernels/nn_functional_kernel.h|    for (int64_t b = 0; b < blocks; ++b) {\n      if (pdw)|    for (int64_t b = 0; b < blocks - 1; ++b) {\n      if (pdw)
+emb-dout-contig|core/src/ops/nn_functional.cpp|kernels::embedding_backward(ids.get(), contig(dout), dw);|kernels::embedding_backward(ids.get(), dout, dw);
+dropout-dout-contig|core/src/ops/nn_functional.cpp|kernels::dropout_backward(contig(dout), mask, p, dx);|kernels::dropout_backward(dout, mask, p, dx);
+ce-scale|core/src/kernels/nn_functional_kernel.h|static_cast<T>(dloss.item() / static_cast<double>(count))|static_cast<T>(1.01 * dloss.item() / static_cast<double>(count))
+mse-db-sign|core/src/kernels/nn_functional_kernel.h|for (int64_t i = 0; i < n; ++i) pdb[i] = -pd[i];|for (int64_t i = 0; i < n; ++i) pdb[i] = pd[i];
 sub-db-sign|core/src/ops/elementwise.cpp|if (grads.wants(1)) grads.add(1, neg(sum_to(dout, sb)));|if (grads.wants(1)) grads.add(1, sum_to(dout, sb));
 mul-wrong-saved|core/src/ops/elementwise.cpp|if (grads.wants(0)) grads.add(0, sum_to(mul(dout, bs.get()), sa));|if (grads.wants(0)) grads.add(0, sum_to(mul(dout, as.get()), sa));
 div-db-scale|core/src/ops/elementwise.cpp|return -g * x / (y * y); }),|return -g * x / (y * y) * decltype(y)(1.01); }),
@@ -96,16 +90,14 @@ index-select-dout-contig|core/src/ops/shape.cpp|    const Tensor g = dout.contig
 cat-wrong-offset|core/src/ops/shape.cpp|grads.add(i, dout.narrow(d, at, sizes[i]));|grads.add(i, dout.narrow(d, 0, sizes[i]));
 triu-no-zero|core/src/ops/shape.cpp|    kernels::copy_into(da, dout);\n    zero_outside_triangle(da, diagonal, upper);|    kernels::copy_into(da, dout);
 permute-backward-forward-perm|core/src/ops/views.cpp|grads.add(0, dout.permute(inverse));|grads.add(0, dout.permute(inverse).permute(inverse).permute(inverse));
-sdpa-tail-live-bound|core/src/ops/attention.cpp|if (d) d[j] = j < n ? w[j] * (d[j] - s) * scale : T(0);|if (d) d[j] = j <= n ? w[j] * (d[j] - s) * scale : T(0);
-sdpa-simd-drop-scale|core/src/ops/attention.cpp|xsimd::select(live, x * (B::load_unaligned(d + j) - vs) * vscale, zero)|xsimd::select(live, x * (B::load_unaligned(d + j) - vs), zero)
-sdpa-no-dropout-on-dw|core/src/ops/attention.cpp|    if (keep)  // dW = dW' * (mask / (1 - p))|    if (false)  // dW = dW' * (mask / (1 - p))
-lsm-sum-off-by-one|core/src/ops/activation.cpp|const T s = vec::sum(dyr, C);|const T s = vec::sum(dyr, C - 1);
-relu-at-zero|core/src/ops/activation.cpp|px[i] = py[i] > T(0) ? pd[i] : T(0);|px[i] = py[i] >= T(0) ? pd[i] : T(0);
-gelu-erf-sign|core/src/ops/activation.cpp|return std::make_pair(v * T(0.5) * one_plus_erf, cdf + v * pdf);|return std::make_pair(v * T(0.5) * one_plus_erf, cdf - v * pdf);
-ln-xhat-no-rstd|core/src/ops/nn_functional.cpp|for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m) * rs;|for (int64_t i = 0; i < N; ++i) xhat[i] = (xr[i] - m);
-dropout-backward-scale|core/src/ops/nn_functional.cpp|      const T scale = T(1) / static_cast<T>(1.0 - p);\n|      const T scale = T(1.01) / static_cast<T>(1.0 - p);\n
-ce-target-term-scale|core/src/ops/nn_functional.cpp|dr[ptg[r]] -= gscale;|dr[ptg[r]] -= gscale * T(1.01);
-emb-repeats-overwrite|core/src/ops/nn_functional.cpp|for (int64_t k = k0; k < k1; ++k) row[k] += src[k];|for (int64_t k = k0; k < k1; ++k) row[k] = src[k];
+sdpa-simd-drop-scale|core/src/kernels/attention_backward.h|(V<T>::load_unaligned(w + j * W) * (V<T>::load_unaligned(ds + j * W) - r) * vscale)|(V<T>::load_unaligned(w + j * W) * (V<T>::load_unaligned(ds + j * W) - r))
+sdpa-no-dropout-on-dw|core/src/kernels/attention_backward.h|    if (keep) {\n      d = d * kf;|    if (false) {\n      d = d * kf;
+lsm-sum-off-by-one|core/src/kernels/activation_kernel.h|const T s = vec::sum(dyr, C);|const T s = vec::sum(dyr, C - 1);
+relu-at-zero|core/src/kernels/activation_kernel.h|px[i] = py[i] > T(0) ? pd[i] : T(0);|px[i] = py[i] >= T(0) ? pd[i] : T(0);
+gelu-erf-sign|core/src/kernels/vec_math.h|return cdf + v * pdf;|return cdf - v * pdf;
+dropout-backward-scale|core/src/kernels/nn_functional_kernel.h|    const T scale = T(1) / static_cast<T>(1.0 - p);\n    const bool* pm = keep.data_ptr<bool>();\n    const T* pd = dy.data_ptr<T>();|    const T scale = T(1.01) / static_cast<T>(1.0 - p);\n    const bool* pm = keep.data_ptr<bool>();\n    const T* pd = dy.data_ptr<T>();
+ce-target-term-scale|core/src/kernels/nn_functional_kernel.h|dr[ptg[r]] -= gscale;|dr[ptg[r]] -= gscale * T(1.01);
+emb-repeats-overwrite|core/src/kernels/nn_functional_kernel.h|for (int64_t k = k0; k < k1; ++k) row[k] += src[k];|for (int64_t k = k0; k < k1; ++k) row[k] = src[k];
 engine-always-owned|core/src/autograd.cpp|    owned = exclusively_owned(g);|    owned = true;
 EOF
 )

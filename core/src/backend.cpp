@@ -1,5 +1,5 @@
 // core/src/backend.cpp: xgrad/backend.h's simd_level(); gemm_backend() lives with the GEMM in
-// ops/blas.cpp.
+// kernels/blas.cpp.
 #include "xgrad/backend.h"
 
 #include <xsimd/xsimd.hpp>

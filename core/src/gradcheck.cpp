@@ -108,6 +108,69 @@ std::vector<DoutLayout> dout_layouts(const Tensor& w, bool all) {
 std::string strides_str(const Tensor& t) {
   return shape_str(t.strides()) + " offset " + std::to_string(t.storage_offset());
 }
+
+// numeric[i][e]: the Jacobian's column for element e of input i, by central differences
+// (equal outputs, -inf included, give 0); empty for inputs that do not require grad.
+std::vector<std::vector<std::vector<double>>> numeric_columns(const GradcheckFn& fn,
+                                                              const std::vector<Tensor>& inputs, double eps) {
+  std::vector<std::vector<std::vector<double>>> numeric(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!x.requires_grad()) continue;
+    for (int64_t e = 0; e < x.numel(); ++e) {
+      const int64_t off = storage_index(e, x);
+      std::vector<double> plus, minus;
+      kernels::dispatch_float(x.dtype(), "gradcheck", [&](auto tag) {
+        using T = decltype(tag);
+        T* p = x.data_ptr<T>() + off;
+        const T orig = *p;
+        *p = static_cast<T>(orig + eps);
+        plus = eval(fn, inputs);
+        *p = static_cast<T>(orig - eps);
+        minus = eval(fn, inputs);
+        *p = orig;
+      });
+      for (std::size_t k = 0; k < plus.size(); ++k)
+        plus[k] = plus[k] == minus[k] ? 0.0 : (plus[k] - minus[k]) / (2.0 * eps);
+      numeric[i].push_back(std::move(plus));
+    }
+  }
+  return numeric;
+}
+
+// The first element of an input whose gradient x.grad() (from backward with dout layout L)
+// differs from its numeric column dotted with L's weights by more than the tolerance: the
+// message naming it, or empty. Raises max_abs_error to every error seen.
+std::string compare_gradients(const std::vector<Tensor>& inputs,
+                              const std::vector<std::vector<std::vector<double>>>& numeric,
+                              const DoutLayout& L, const GradcheckOptions& opt, const std::string& out_fn,
+                              double& max_abs_error) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!x.requires_grad()) continue;
+    const Tensor g = x.grad();
+    const std::vector<double> analytic =
+        g.defined() ? g.to_vector<double>() : std::vector<double>(x.numel(), 0.0);
+    for (int64_t e = 0; e < x.numel(); ++e) {
+      const std::vector<double>& column = numeric[i][static_cast<std::size_t>(e)];
+      double num = 0.0;
+      for (std::size_t k = 0; k < column.size(); ++k) num += column[k] * L.values[k];
+      const double a = analytic[static_cast<std::size_t>(e)];
+      const double err = std::abs(a - num);
+      max_abs_error = std::max(max_abs_error, err);
+      if (!(err <= opt.atol + opt.rtol * std::abs(num))) {
+        std::ostringstream os;
+        os.precision(10);
+        os << "input " << i << " (shape " << shape_str(x.shape()) << ", element " << index_str(e, x.shape())
+           << "): analytic " << a << " vs numeric " << num << " (|diff| " << err << " > atol " << opt.atol
+           << " + rtol " << opt.rtol << " * |numeric|) with a " << L.name << " dout (strides "
+           << strides_str(L.w) << "); the output came from " << out_fn;
+        return os.str();
+      }
+    }
+  }
+  return {};
+}
 }  // namespace
 
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
@@ -151,30 +214,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
   const std::vector<DoutLayout> layouts = dout_layouts(w, opt.dout_layouts);
   out = Tensor();  // each layout runs backward through a graph of its own
 
-  // numeric[i][e]: the Jacobian's column for element e of input i (equal outputs, -inf
-  // included, give 0)
-  std::vector<std::vector<std::vector<double>>> numeric(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& x = inputs[i];
-    if (!x.requires_grad()) continue;
-    for (int64_t e = 0; e < x.numel(); ++e) {
-      const int64_t off = storage_index(e, x);
-      std::vector<double> plus, minus;
-      kernels::dispatch_float(x.dtype(), "gradcheck", [&](auto tag) {
-        using T = decltype(tag);
-        T* p = x.data_ptr<T>() + off;
-        const T orig = *p;
-        *p = static_cast<T>(orig + opt.eps);
-        plus = eval(fn, inputs);
-        *p = static_cast<T>(orig - opt.eps);
-        minus = eval(fn, inputs);
-        *p = orig;
-      });
-      for (std::size_t k = 0; k < plus.size(); ++k)
-        plus[k] = plus[k] == minus[k] ? 0.0 : (plus[k] - minus[k]) / (2.0 * opt.eps);
-      numeric[i].push_back(std::move(plus));
-    }
-  }
+  const std::vector<std::vector<std::vector<double>>> numeric = numeric_columns(fn, inputs, opt.eps);
 
   // per layout, from a fresh graph and zeroed gradients: backward, then each element's analytic derivative of
   // sum(out * weights) against the column dotted with the weights
@@ -192,30 +232,10 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     }
     out = Tensor();
     result.layouts.push_back(L.name);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& x = inputs[i];
-      if (!x.requires_grad()) continue;
-      const Tensor g = x.grad();
-      const std::vector<double> analytic =
-          g.defined() ? g.to_vector<double>() : std::vector<double>(x.numel(), 0.0);
-      for (int64_t e = 0; e < x.numel(); ++e) {
-        const std::vector<double>& column = numeric[i][static_cast<std::size_t>(e)];
-        double num = 0.0;
-        for (std::size_t k = 0; k < column.size(); ++k) num += column[k] * L.values[k];
-        const double a = analytic[static_cast<std::size_t>(e)];
-        const double err = std::abs(a - num);
-        result.max_abs_error = std::max(result.max_abs_error, err);
-        if (!(err <= opt.atol + opt.rtol * std::abs(num))) {
-          std::ostringstream os;
-          os.precision(10);
-          os << "input " << i << " (shape " << shape_str(x.shape()) << ", element " << index_str(e, x.shape())
-             << "): analytic " << a << " vs numeric " << num << " (|diff| " << err << " > atol " << opt.atol
-             << " + rtol " << opt.rtol << " * |numeric|) with a " << L.name << " dout (strides "
-             << strides_str(L.w) << "); the output came from " << out_fn;
-          restore();
-          return failed(os.str());
-        }
-      }
+    const std::string mismatch = compare_gradients(inputs, numeric, L, opt, out_fn, result.max_abs_error);
+    if (!mismatch.empty()) {
+      restore();
+      return failed(mismatch);
     }
   }
   restore();

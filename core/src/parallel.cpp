@@ -14,7 +14,7 @@
 // job at a time: a parallel_for from a second user thread while the pool is busy runs
 // serially on that thread (no waiting, no deadlock). Nested calls run serially.
 //
-// Big GEMMs split their tiles over this pool too (ops/blas.cpp): one pool for every kernel.
+// Big GEMMs split their tiles over this pool too (kernels/blas.cpp): one pool for every kernel.
 #include "xgrad/parallel.h"
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "clip_grad_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
@@ -15,52 +16,10 @@ namespace xgrad::nn::utils {
 
 namespace {
 
-// The p-norm of x[0..n) (torch.norm(x, p) for a vector). The common cases keep eight
-// independent accumulators so the loop vectorises without reassociating one sum.
-template <class T>
-double vector_norm(const T* x, int64_t n, double p) {
-  constexpr int K = 8;
-  if (p == 2.0 || p == 1.0) {
-    double acc[K] = {};
-    int64_t i = 0;
-    for (; i + K <= n; i += K)
-      for (int k = 0; k < K; ++k) {
-        const double v = static_cast<double>(x[i + k]);
-        acc[k] += p == 2.0 ? v * v : std::fabs(v);
-      }
-    for (; i < n; ++i) {
-      const double v = static_cast<double>(x[i]);
-      acc[0] += p == 2.0 ? v * v : std::fabs(v);
-    }
-    double sum = 0;
-    for (double a : acc) sum += a;
-    return p == 2.0 ? std::sqrt(sum) : sum;
-  }
-  if (std::isinf(p)) {
-    // max (p = inf) or min (p = -inf) of |x|; a NaN element makes the result NaN
-    const bool want_max = p > 0;
-    double best = n == 0 ? 0.0 : std::fabs(static_cast<double>(x[0]));
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = std::fabs(static_cast<double>(x[i]));
-      if (v != v || (want_max ? v > best : v < best)) best = v;
-      if (best != best) break;
-    }
-    return best;
-  }
-  if (p == 0.0) {
-    double count = 0;
-    for (int64_t i = 0; i < n; ++i) count += x[i] != T(0) ? 1.0 : 0.0;
-    return count;
-  }
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::pow(std::fabs(static_cast<double>(x[i])), p);
-  return std::pow(sum, 1.0 / p);
-}
-
 double tensor_norm(const Tensor& g, double p) {
   const Tensor c = g.contiguous();
-  if (c.dtype() == kFloat32) return vector_norm(c.data_ptr<float>(), c.numel(), p);
-  if (c.dtype() == kFloat64) return vector_norm(c.data_ptr<double>(), c.numel(), p);
+  if (c.dtype() == kFloat32) return kernels::vector_norm(c.data_ptr<float>(), c.numel(), p);
+  if (c.dtype() == kFloat64) return kernels::vector_norm(c.data_ptr<double>(), c.numel(), p);
   fail("clip_grad_norm_", "gradients must be float32 or float64, got ", dtype_name(c.dtype()));
 }
 
@@ -84,21 +43,9 @@ void scale_(Tensor g, double coef) {
     g.mul_(coef);
     return;
   }
-  const int64_t n = g.numel();
-  if (g.dtype() == kFloat32) {
-    float* x = g.data_ptr<float>();
-    const float c = static_cast<float>(coef);
-    for (int64_t i = 0; i < n; ++i) x[i] *= c;
-  } else {
-    double* x = g.data_ptr<double>();
-    for (int64_t i = 0; i < n; ++i) x[i] *= coef;
-  }
+  if (g.dtype() == kFloat32) kernels::scale(g.data_ptr<float>(), g.numel(), static_cast<float>(coef));
+  else kernels::scale(g.data_ptr<double>(), g.numel(), coef);
   g.bump_version();
-}
-
-template <class T>
-void clamp_values(T* x, int64_t n, T lo, T hi) {
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);  // NaN stays
 }
 
 }  // namespace
@@ -115,7 +62,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   std::vector<double> norms;
   norms.reserve(grads.size());
   for (const Tensor& g : grads) norms.push_back(tensor_norm(g, norm_type));
-  const double total = vector_norm(norms.data(), static_cast<int64_t>(norms.size()), norm_type);
+  const double total = kernels::vector_norm(norms.data(), static_cast<int64_t>(norms.size()), norm_type);
   if (error_if_nonfinite && !std::isfinite(total))
     fail(op, "the total norm of order ", norm_type, " for gradients from `parameters` is ", "non-finite (",
          total, "), so it cannot be clipped. To disable this error and scale ",
@@ -143,9 +90,9 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
       continue;
     }
     if (g.dtype() == kFloat32)
-      clamp_values(g.data_ptr<float>(), g.numel(), static_cast<float>(-clip_value),
-                   static_cast<float>(clip_value));
-    else clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
+      kernels::clamp_values(g.data_ptr<float>(), g.numel(), static_cast<float>(-clip_value),
+                            static_cast<float>(clip_value));
+    else kernels::clamp_values(g.data_ptr<double>(), g.numel(), -clip_value, clip_value);
     g.bump_version();
   }
 }

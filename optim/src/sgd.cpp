@@ -5,10 +5,11 @@
 //   buf = d_p (first step)  |  buf = momentum * buf + (1 - dampening) * d_p
 //   d_p = d_p + momentum * buf (nesterov)  |  d_p = buf
 //   param = param - lr * d_p
-// done here in one pass over param, grad and buf, with the scalars rounded to the
-// parameter's dtype and the operations fused exactly as torch's CPU kernels fuse them.
+// done in one pass over param, grad and buf (kernels/sgd_kernel.h), with the scalars rounded
+// to the parameter's dtype and the operations fused exactly as torch's CPU kernels fuse them.
 #include <cmath>
 
+#include "sgd_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/optim/sgd.h"
 #include "xgrad/profiler.h"
@@ -34,43 +35,6 @@ void SGD::validate(const SGDOptions& o) const {
          ", dampening ", o.dampening, ")");
 }
 
-namespace {
-
-// One fused pass. kFirst: the momentum buffer is created from this step's d_p. torch's
-// add(other, alpha) computes fma(alpha, other, self); std::fma does the same here, so the
-// results agree to the bit.
-template <class T, bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
-void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n, const SGDOptions& o) {
-  const T neg_lr = static_cast<T>(-o.lr);
-  const T wd = static_cast<T>(o.weight_decay);
-  const T momentum = static_cast<T>(o.momentum);
-  const T keep = static_cast<T>(1.0 - o.dampening);
-  for (int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if constexpr (kDecay) d = std::fma(wd, p[i], d);  // grad.add(p, alpha=wd)
-    if constexpr (kMomentum) {
-      T b;
-      if constexpr (kFirst) b = d;                    // clone(d_p)
-      else b = std::fma(keep, d, buf[i] * momentum);  // buf.mul_(m).add_(d_p, alpha=1-damp)
-      buf[i] = b;
-      if constexpr (kNesterov) d = std::fma(momentum, b, d);  // d_p.add(buf, alpha=m)
-      else d = b;
-    }
-    p[i] = std::fma(neg_lr, d, p[i]);  // p.add_(d_p, alpha=-lr)
-  }
-}
-
-template <class T, bool kDecay>
-void sgd_dispatch(T* p, const T* g, T* buf, int64_t n, bool first, const SGDOptions& o) {
-  if (o.momentum == 0) sgd_kernel<T, kDecay, false, false, false>(p, g, buf, n, o);
-  else if (first && o.nesterov) sgd_kernel<T, kDecay, true, true, true>(p, g, buf, n, o);
-  else if (first) sgd_kernel<T, kDecay, true, true, false>(p, g, buf, n, o);
-  else if (o.nesterov) sgd_kernel<T, kDecay, true, false, true>(p, g, buf, n, o);
-  else sgd_kernel<T, kDecay, true, false, false>(p, g, buf, n, o);
-}
-
-}  // namespace
-
 void SGD::step() {
   profiler::RecordFunction rec("Optimizer.step");
   check_step();  // options, contiguity, gradient shapes: throws before anything is written
@@ -88,9 +52,12 @@ void SGD::step() {
       dispatch_float(p.dtype(), "SGD", [&](auto tag) {
         using T = decltype(tag);
         T* buf = o.momentum != 0 ? st.momentum_buffer.data_ptr<T>() : nullptr;
-        if (o.weight_decay != 0)
-          sgd_dispatch<T, true>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
-        else sgd_dispatch<T, false>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, o);
+        const kernels::SgdScalars k{.lr = o.lr,
+                                    .momentum = o.momentum,
+                                    .dampening = o.dampening,
+                                    .weight_decay = o.weight_decay,
+                                    .nesterov = o.nesterov};
+        kernels::sgd_step<T>(p.data_ptr<T>(), grad.data_ptr<T>(), buf, p.numel(), first, k);
       });
       p.bump_version();  // written through data_ptr above, like an in-place op
       if (o.momentum != 0) st.momentum_buffer.bump_version();

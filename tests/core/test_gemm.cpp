@@ -1,4 +1,4 @@
-// tests/core/test_gemm.cpp: xgrad's own GEMM kernel (core/src/ops/gemm_kernel.h) through
+// tests/core/test_gemm.cpp: xgrad's own GEMM kernel (core/src/kernels/gemm_kernel.h) through
 // matmul, against a plain triple loop in double precision (its composed twin), on the shapes
 // where a blocked kernel goes wrong: sizes that are not multiples of the register tile
 // (edge rows and columns; at most one vector of columns takes the narrow tile; a last row

@@ -1,13 +1,13 @@
 // core/src/ops/attention.cpp: scaled_dot_product_attention (F.scaled_dot_product_attention),
 // the fused hot path of the GPT's attention, with its backward right below.
 //
-// It stands for the composed chain nn::MultiHeadAttention used to run
+// It computes, fused, what this chain of composed ops computes
 //   scores = q @ k^T;  scores.masked_fill_(causal, -inf);  w = softmax(scores * scale, -1)
 //   w = dropout(w, p);  out = w @ v
-// and computes it per (batch..., ) matrix in one kernel (ops/attention_kernel.h and
-// attention_backward.h: blocks of query rows in the lanes of a vector, the products on register
-// tiles, the softmax down the columns, the causal triangle's upper half skipped), the matrices
-// split over xgrad's threads (each on one thread, so the same bits at any thread count):
+// and computes it per (batch..., ) matrix in one kernel pair (kernels/sdpa_kernel.h, on
+// attention_kernel.h and attention_backward.h: blocks of query rows in the lanes of a vector, the products on
+// register tiles, the softmax down the columns, the causal triangle's upper half skipped), the matrices split
+// over xgrad's threads (each on one thread, so the same bits at any thread count):
 // - the dropout mask is exactly dropout()'s (one Generator::bernoulli stream over a contiguous
 //   (..., L, S) tensor; drawn matrix by matrix, in order, as the threads reach them) into one
 //   byte per weight;
@@ -34,8 +34,8 @@
 #include <thread>
 #include <vector>
 
-#include "attention_backward.h"  // and attention_kernel.h
 #include "kernels.h"
+#include "sdpa_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
@@ -47,29 +47,7 @@ namespace xgrad {
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
-using attention_kernel::Params;
-
-// Element offset of every batch entry of t (all dims but the last two), row-major order.
-std::vector<int64_t> batch_offsets(const Tensor& t) {
-  const int64_t nbd = t.dim() - 2;
-  const Shape& size = t.shape();
-  const Shape& stride = t.strides();
-  int64_t nb = 1;
-  for (int64_t d = 0; d < nbd; ++d) nb *= size[d];
-  std::vector<int64_t> off(static_cast<std::size_t>(nb));
-  Shape idx(static_cast<std::size_t>(nbd), 0);
-  int64_t cur = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    off[static_cast<std::size_t>(i)] = cur;
-    for (int64_t d = nbd - 1; d >= 0; --d) {  // odometer over the batch dims
-      cur += stride[d];
-      if (++idx[d] < size[d]) break;
-      cur -= stride[d] * size[d];
-      idx[d] = 0;
-    }
-  }
-  return off;
-}
+using kernels::Params;
 
 // t itself when the kernel can read each of its matrices in place (unit-stride rows that do
 // not overlap), else an unrecorded contiguous copy.
@@ -79,10 +57,6 @@ Tensor row_readable(const Tensor& t) {
   Tensor c = empty(t.shape(), t.dtype());
   kernels::copy_into(c, t);
   return c;
-}
-
-int64_t row_stride(const Tensor& t) {
-  return t.size(-2) <= 1 ? std::max<int64_t>(t.size(-1), 1) : t.stride(-2);
 }
 
 // An uninitialised tensor of `shape` laid out in memory like a tensor with `strides` when that
@@ -139,55 +113,9 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
          shapes());
 }
 
-// Per operand: its data, its matrices' offsets and row stride (null / empty / 1 when not used),
-// looked up once a call rather than once a matrix.
-struct Operand {
-  void* data = nullptr;
-  std::vector<int64_t> off;
-  int64_t ld = 1;
-};
-Operand operand(const Tensor& t) {
-  return t.defined() ? Operand{t.raw_data_ptr(), batch_offsets(t), row_stride(t)} : Operand{};
-}
-
-// Matrix b of operand o (of element type T), or null when it is not used.
-template <class T>
-T* matrix(const Operand& o, int64_t b) {
-  return o.data ? static_cast<T*>(o.data) + o.off[static_cast<std::size_t>(b)] : nullptr;
-}
-
-// Runs every matrix b in [0, nb) on xgrad's threads, each matrix whole on one thread (so its
-// bits do not depend on the thread count): worker(each) sets up a thread's scratch and calls
-// each(f), which runs f(b) for the matrices this thread takes -- in increasing order, the next
-// one whenever it is free (an uneven machine keeps both threads busy; the dropout draws,
-// sequential, overlap the other threads' work).
-template <class Worker>
-void for_each_matrix(int64_t nb, Worker&& worker) {
-  std::atomic<int64_t> next{0};
-  parallel_for(0, nb, 1, [&](int64_t, int64_t) {
-    worker([&](auto&& f) {
-      for (int64_t b = next.fetch_add(1); b < nb; b = next.fetch_add(1)) f(b);
-    });
-  });
-}
-
-// Scratch for one parallel_for chunk, 64-byte aligned: uninitialised, only the parts a kernel
-// writes are read.
-struct AlignedFree {
-  void operator()(void* x) const { ::operator delete[](x, std::align_val_t(64)); }
-};
-template <class T>
-std::unique_ptr<T[], AlignedFree> scratch(int64_t n) {
-  return std::unique_ptr<T[], AlignedFree>(
-      n > 0 ? static_cast<T*>(::operator new[](static_cast<std::size_t>(n) * sizeof(T), std::align_val_t(64)))
-            : nullptr);
-}
-
-Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, double dropout_p,
-                 bool is_causal, std::optional<double> scale, Generator* gen, int64_t block) {
-  check_inputs(query, key, value, dropout_p);
-  if (block < 1) fail(kOp, "block size must be positive, got ", block);
-  const Tensor q = row_readable(query), k = row_readable(key), v = row_readable(value);
+// The kernel's parameters for q (..., L, E), k (..., S, E), v (..., S, Ev).
+Params attention_params(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, bool is_causal,
+                        std::optional<double> scale, int64_t block) {
   Params P;
   P.L = q.size(-2);
   P.S = k.size(-2);
@@ -197,88 +125,58 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   P.causal = is_causal;
   P.block = block;
   P.p = dropout_p;
-  const Shape batch(q.shape().begin(), q.shape().end() - 2);
-  const int64_t nb = numel_of(batch), LS = P.L * P.S;
-  const DType dt = q.dtype();
+  return P;
+}
 
-  // out (batch..., L, Ev), stored (batch[:-1]..., L, batch[-1], Ev) when there are >= 2 batch
-  // dims: (B, H, L, Ev) over a (B, L, H, Ev) buffer, as torch's CPU flash attention returns it
+// out (batch..., L, Ev), stored (batch[:-1]..., L, batch[-1], Ev) when there are >= 2 batch
+// dims: (B, H, L, Ev) over a (B, L, H, Ev) buffer, as torch's CPU flash attention returns it
+Tensor empty_attention_out(const Shape& batch, const Params& P, DType dt) {
   Shape out_shape = batch;
   out_shape.push_back(P.L);
   out_shape.push_back(P.Ev);
-  Tensor out;
-  if (batch.size() >= 2) {
-    Shape buf = out_shape;
-    std::swap(buf[buf.size() - 3], buf[buf.size() - 2]);  // (..., H, L, Ev) -> (..., L, H, Ev)
-    Shape st = contiguous_strides(buf);
-    std::swap(st[st.size() - 3], st[st.size() - 2]);
-    out = make_view(empty(buf, dt), out_shape, st, 0);
-  } else {
-    out = empty(out_shape, dt);
-  }
+  if (batch.size() < 2) return empty(out_shape, dt);
+  Shape buf = out_shape;
+  std::swap(buf[buf.size() - 3], buf[buf.size() - 2]);  // (..., H, L, Ev) -> (..., L, H, Ev)
+  Shape st = contiguous_strides(buf);
+  std::swap(st[st.size() - 3], st[st.size() - 2]);
+  return make_view(empty(buf, dt), out_shape, st, 0);
+}
+
+// dropout()'s keep mask for nb (L, S) matrices: a contiguous byte mask (padded: the kernel
+// reads its rows in whole vectors; p == 1 keeps nothing), undefined without dropout.
+Tensor empty_keep_mask(const Params& P, int64_t nb, DType dt) {
+  if (!P.dropout()) return Tensor();
+  const int64_t LS = P.L * P.S;
+  const int64_t pad =
+      dt == kFloat64 ? attention_kernel::keep_padding<double>(P) : attention_kernel::keep_padding<float>(P);
+  Tensor keep = empty({nb * LS + pad}, kBool);
+  auto* bytes = static_cast<uint8_t*>(keep.raw_data_ptr());
+  std::memset(bytes + nb * LS, 0, static_cast<std::size_t>(pad));
+  if (P.p == 1.0) std::memset(bytes, 0, static_cast<std::size_t>(nb * LS));
+  return keep;
+}
+
+Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, double dropout_p,
+                 bool is_causal, std::optional<double> scale, Generator* gen, int64_t block) {
+  check_inputs(query, key, value, dropout_p);
+  if (block < 1) fail(kOp, "block size must be positive, got ", block);
+  const Tensor q = row_readable(query), k = row_readable(key), v = row_readable(value);
+  const Params P = attention_params(q, k, v, dropout_p, is_causal, scale, block);
+  const Shape batch(q.shape().begin(), q.shape().end() - 2);
+  const int64_t nb = numel_of(batch);
+  const DType dt = q.dtype();
+  Tensor out = empty_attention_out(batch, P, dt);
   const bool need_grad = GradMode::is_enabled() && any_requires_grad({query, key, value});
-  // dropout()'s draws: bernoulli(1 - p) over a contiguous (..., L, S) byte mask (padded: the
-  // kernel reads its rows in whole vectors), matrix by matrix in order as the threads reach
-  // them -- the same stream as dropout()'s one call; p == 1 draws nothing (dropout()
-  // multiplies by zeros then)
-  Tensor keep;
-  uint8_t* bytes = nullptr;
-  if (P.dropout()) {
-    const int64_t pad =
-        dt == kFloat64 ? attention_kernel::keep_padding<double>(P) : attention_kernel::keep_padding<float>(P);
-    keep = empty({nb * LS + pad}, kBool);
-    bytes = static_cast<uint8_t*>(keep.raw_data_ptr());
-    std::memset(bytes + nb * LS, 0, static_cast<std::size_t>(pad));
-    if (dropout_p == 1.0) std::memset(bytes, 0, static_cast<std::size_t>(nb * LS));
-  }
-  Generator& g = gen ? *gen : default_generator();
-  // masks [0, drawn) are drawn; one thread at a time (`drawing`) draws the next few, at least
-  // ~32 KB per call, while a thread that needs them yields (a lock's sleep and wake-up would
-  // cost more than a tiny matrix's draw)
-  std::atomic<int64_t> drawn{dropout_p > 0.0 && dropout_p < 1.0 ? 0 : nb};
-  std::atomic<bool> drawing{false};
-  const int64_t per_call = std::max<int64_t>(1, 32768 / std::max<int64_t>(LS, 1));
-  auto draw_masks_through = [&](int64_t b) {
-    while (drawn.load(std::memory_order_acquire) <= b) {
-      bool idle = false;
-      if (!drawing.compare_exchange_strong(idle, true, std::memory_order_acquire)) {
-        std::this_thread::yield();
-        continue;
-      }
-      struct Release {
-        std::atomic<bool>& flag;
-        ~Release() { flag.store(false, std::memory_order_release); }
-      } release{drawing};
-      const int64_t d = drawn.load(std::memory_order_relaxed);
-      if (d > b) break;
-      const int64_t end = std::min(nb, std::max(b + 1, d + per_call));
-      g.bernoulli(reinterpret_cast<bool*>(bytes + d * LS), (end - d) * LS, 1.0 - dropout_p);
-      drawn.store(end, std::memory_order_release);
-    }
-  };
+  const Tensor keep = empty_keep_mask(P, nb, dt);
+  auto* bytes = keep.defined() ? static_cast<uint8_t*>(keep.raw_data_ptr()) : nullptr;
+  kernels::DropoutDraws draws(gen ? *gen : default_generator(), bytes, nb, P.L * P.S, dropout_p);
   Tensor weights;  // W: the softmax output, per matrix in the kernel's block layout (Blocks)
   Tensor lanes;    // the dropout mask as the backward reads it (lane masks, lane_mask_bytes a matrix)
-
-  const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
   kernels::dispatch_float(dt, kOp, [&](auto tag) {
     using T = decltype(tag);
-    const int64_t wsize = attention_kernel::Blocks<T>(P).total();  // one matrix's W
-    if (need_grad) weights = empty({nb * wsize}, dt);
-    T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
-    const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
-    if (need_grad && bytes) lanes = empty({nb * lsize}, kBool);
-    auto* pl = lanes.defined() ? static_cast<uint8_t*>(lanes.raw_data_ptr()) : nullptr;
-    // per matrix: out = drop(softmax(q @ k^T * scale, causal)) @ v, W kept for the backward
-    for_each_matrix(nb, [&](auto&& each) {
-      auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
-      each([&](int64_t b) {
-        draw_masks_through(b);
-        attention_kernel::forward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld,
-                                          matrix<T>(ov, b), ov.ld, matrix<T>(oo, b), oo.ld,
-                                          pw ? pw + b * wsize : nullptr, bytes ? bytes + b * LS : nullptr,
-                                          pl ? pl + b * lsize : nullptr, work.get());
-      });
-    });
+    if (need_grad) weights = empty({nb * attention_kernel::Blocks<T>(P).total()}, dt);
+    if (need_grad && bytes) lanes = empty({nb * attention_kernel::lane_mask_bytes<T>(P)}, kBool);
+    kernels::sdpa_forward<T>(P, nb, q, k, v, out, bytes, draws, weights, lanes);
   });
   if (!need_grad) return out;
 
@@ -286,43 +184,26 @@ Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, do
   //   dv = W'^T @ dout;  dW' = dout @ v^T;  dW = drop(dW');
   //   dS = W * (dW - rowsum(dW * W)) * scale (softmax backward, then the scale);
   //   dq = dS @ k;  dk = dS^T @ q.
-  return record(
-      "ScaledDotProductAttentionBackward0", out, {query, key, value},
-      [sq = key.requires_grad() ? save(q) : SavedTensor(),
-       sk = query.requires_grad() ? save(k) : SavedTensor(),
-       sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes, P, nb, dt,
-       shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
-       layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
-                                                                              Grads& grads) {
-        // each gradient is laid out like its input
-        const Tensor dout = row_readable(grad);
-        Tensor d[3];
-        for (std::size_t i = 0; i < 3; ++i)
-          if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
-        const Tensor q = sq.defined() ? sq.get() : Tensor();
-        const Tensor k = sk.defined() ? sk.get() : Tensor();
-        const Tensor v = sv.defined() ? sv.get() : Tensor();
-        const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout),
-                      odq = operand(d[0]), odk = operand(d[1]), odv = operand(d[2]);
-        kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
-          using T = decltype(tag);
-          const int64_t wsize = attention_kernel::Blocks<T>(P).total();
-          const T* pw = weights.data_ptr<T>();
-          const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
-          const auto* pl = lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
-          for_each_matrix(nb, [&](auto&& each) {
-            auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-            each([&](int64_t b) {
-              attention_kernel::backward_head<T>(
-                  P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b), ov.ld,
-                  matrix<T>(odo, b), odo.ld, pw + b * wsize, pl ? pl + b * lsize : nullptr, matrix<T>(odq, b),
-                  odq.ld, matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
-            });
-          });
-        });
-        for (std::size_t i = 0; i < 3; ++i)
-          if (d[i].defined()) grads.add(i, d[i]);
-      });
+  return record("ScaledDotProductAttentionBackward0", out, {query, key, value},
+                [sq = key.requires_grad() ? save(q) : SavedTensor(),
+                 sk = query.requires_grad() ? save(k) : SavedTensor(),
+                 sv = query.requires_grad() || key.requires_grad() ? save(v) : SavedTensor(), weights, lanes,
+                 P, nb, dt, shapes = std::array<Shape, 3>{q.shape(), k.shape(), v.shape()},
+                 layouts = std::array<Shape, 3>{q.strides(), k.strides(), v.strides()}](const Tensor& grad,
+                                                                                        Grads& grads) {
+                  // each gradient is laid out like its input
+                  const Tensor dout = row_readable(grad);
+                  Tensor d[3];
+                  for (std::size_t i = 0; i < 3; ++i)
+                    if (grads.wants(i)) d[i] = empty_in_layout(shapes[i], layouts[i], dt);
+                  kernels::dispatch_float(dt, "scaled_dot_product_attention_backward", [&](auto tag) {
+                    kernels::sdpa_backward<decltype(tag)>(
+                        P, nb, sq.defined() ? sq.get() : Tensor(), sk.defined() ? sk.get() : Tensor(),
+                        sv.defined() ? sv.get() : Tensor(), dout, weights, lanes, d[0], d[1], d[2]);
+                  });
+                  for (std::size_t i = 0; i < 3; ++i)
+                    if (d[i].defined()) grads.add(i, d[i]);
+                });
 }
 
 }  // namespace

@@ -76,6 +76,40 @@ Operand contract(const Operand& a, const Operand& b, const std::string& out,
   return {got, prod.reshape(got_shape)};
 }
 
+// The comma-separated operand subscripts of an equation's left-hand side.
+std::vector<std::string> split_terms(const std::string& lhs) {
+  std::vector<std::string> terms;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return terms;
+}
+
+// The output subscripts of eq (equation without spaces; arrow: where "->" is, or npos), checked
+// against the operands' letters (size) and their use counts.
+std::string output_subscripts(const std::string& equation, const std::string& eq, std::size_t arrow,
+                              const std::map<char, int64_t>& size, const std::map<char, int64_t>& uses) {
+  const char* op = "einsum";
+  std::string out;
+  if (arrow == std::string::npos) {  // implicit output: the letters used once, alphabetically
+    for (const auto& [c, n] : uses)
+      if (n == 1) out.push_back(c);
+    return out;
+  }
+  out = eq.substr(arrow + 2);
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    if (!size.count(out[d]))
+      fail(op, "equation \"", equation, "\": output subscript '", std::string(1, out[d]),
+           "' appears in no operand");
+    if (out.find(out[d]) != d)
+      fail(op, "equation \"", equation, "\": output subscript '", std::string(1, out[d]), "' repeats");
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
@@ -86,13 +120,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     fail(op, "equation \"", equation, "\": ellipsis (...) is not supported; write every dim's letter");
   const std::size_t arrow = eq.find("->");
   const std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<std::string> terms = split_terms(lhs);
   if (terms.size() != operands.size())
     fail(op, "equation \"", equation, "\" has ", terms.size(), " operand(s) but ", operands.size(),
          " tensor(s) were given");
@@ -125,20 +153,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
            operands[0].shape(), ") and ", dtype_name(x.dtype()), " (shape ", x.shape(), ")");
     xs.push_back({t, x});
   }
-  std::string out;
-  if (arrow == std::string::npos) {  // implicit output: the letters used once, alphabetically
-    for (const auto& [c, n] : uses)
-      if (n == 1) out.push_back(c);
-  } else {
-    out = eq.substr(arrow + 2);
-    for (std::size_t d = 0; d < out.size(); ++d) {
-      if (!size.count(out[d]))
-        fail(op, "equation \"", equation, "\": output subscript '", std::string(1, out[d]),
-             "' appears in no operand");
-      if (out.find(out[d]) != d)
-        fail(op, "equation \"", equation, "\": output subscript '", std::string(1, out[d]), "' repeats");
-    }
-  }
+  const std::string out = output_subscripts(equation, eq, arrow, size, uses);
   // letters still needed after operand i: the output's and those of operands i+1..
   auto needed_after = [&](std::size_t i) {
     std::string keep = out;

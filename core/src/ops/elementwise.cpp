@@ -2,10 +2,11 @@
 // sqrt, rsqrt, tanh, abs, clamp), maximum/minimum, where, comparisons, logical_not, and
 // sum_to, the helper that undoes broadcasting in every backward.
 //
-// Every op is one map_* call: a loop over the broadcast output, row by row (kernels.h's
-// parallel_for_each_row: split over xgrad's threads above kernels::kGrain elements, with the
-// same per-element arithmetic, so results do not depend on the thread count), whose
-// contiguous rows are plain loops the compiler vectorises. Backward
+// Every op is one map_* call: a loop over the broadcast output, row by row
+// (kernels/elementwise_kernel.h's map_same, on kernels.h's parallel_for_each_row: split over
+// xgrad's threads above kernels::kGrain elements, with the same per-element arithmetic, so
+// results do not depend on the thread count), whose contiguous rows are plain loops the
+// compiler vectorises. Backward
 // closures reuse the same maps to fuse their formula into one pass (tanh: dout * (1 - y^2)).
 // Adding an op: forward = map_*(...), then record(...) with the backward right under it, and
 // a row in tests/core/gradcheck_rows_elementwise.cpp.
@@ -16,8 +17,8 @@
 #include <tuple>
 #include <utility>
 
+#include "elementwise_kernel.h"
 #include "kernels.h"
-#include "vec_math.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -26,75 +27,9 @@ namespace xgrad {
 
 namespace {
 
-// ---------------------------------------------------------------- the elementwise map
-template <class... Ts>
-struct types {};
-template <class T, std::size_t>
-using always = T;
-
-// out[i] = f(in0[i], in1[i], ...) with every input broadcast to out's shape (out contiguous).
-template <class O, class F, class... Ts, std::size_t... I>
-void run_map(const Tensor& out, const std::array<Tensor, sizeof...(Ts)>& in, F& f, types<Ts...>,
-             std::index_sequence<I...>) {
-  constexpr std::size_t N = sizeof...(Ts);
-  O* po = out.data_ptr<O>();
-  const std::tuple<const Ts*...> base{in[I].template data_ptr<Ts>()...};
-  const std::array<Shape, N + 1> st{out.strides(), kernels::broadcast_strides(in[I], out.shape())...};
-  kernels::parallel_for_each_row<N + 1>(
-      out.shape(), st, kernels::kGrain,
-      [&](const std::array<int64_t, N + 1>& off, int64_t n, const std::array<int64_t, N + 1>& s) {
-        const F fn = f;      // a local copy: the output stores cannot alias its captures
-        O* o = po + off[0];  // out is contiguous: its rows have stride 1
-        const std::tuple<const Ts*...> x{(std::get<I>(base) + off[I + 1])...};
-        if (((s[I + 1] == 1) && ...)) {
-          for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i]...);
-          return;
-        }
-        if constexpr (N == 2) {  // (B, T, C) * (B, T, 1) and friends: one operand fixed per row
-          const auto* x0 = std::get<0>(x);
-          const auto* x1 = std::get<1>(x);
-          if (s[1] == 1 && s[2] == 0) {
-            const auto v = *x1;
-            for (int64_t i = 0; i < n; ++i) o[i] = fn(x0[i], v);
-            return;
-          }
-          if (s[1] == 0 && s[2] == 1) {
-            const auto v = *x0;
-            for (int64_t i = 0; i < n; ++i) o[i] = fn(v, x1[i]);
-            return;
-          }
-        }
-        for (int64_t i = 0; i < n; ++i) o[i] = fn(std::get<I>(x)[i * s[I + 1]]...);
-      });
-}
-
-// A fresh tensor of `shape` and `out_dtype` (element type O) from inputs of types Ts.
-template <class O, class... Ts, class F>
-Tensor map_typed(DType out_dtype, const Shape& shape, const std::array<Tensor, sizeof...(Ts)>& in, F f,
-                 types<Ts...> tags) {
-  Tensor out = empty(shape, out_dtype);
-  run_map<O>(out, in, f, tags, std::index_sequence_for<Ts...>{});
-  return out;
-}
-
-// Inputs and output share in[0]'s dtype: float32/float64, or int64 too when allow_int.
-template <std::size_t N, class F>
-Tensor map_same(const char* op, const Shape& shape, const std::array<Tensor, N>& in, F f,
-                bool allow_int = false) {
-  const DType dt = in[0].dtype();
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return map_typed<T>(dt, shape, in, f, types<always<T, I>...>{});
-    }
-    (std::make_index_sequence<N>{});
-  };
-  if (allow_int && dt == kInt64) return run(int64_t{});
-  if (allow_int && !is_floating(dt))
-    fail(op, "expected a float32, float64 or int64 tensor, got ", dtype_name(dt), " of shape ",
-         in[0].shape());
-  return kernels::dispatch_float(dt, op, run);
-}
+using kernels::map_same;
+using kernels::map_typed;
+using kernels::types;
 
 template <class F>
 Tensor map1(const char* op, const Tensor& a, F f, bool allow_int = false) {
@@ -108,13 +43,7 @@ template <class F>
 Tensor map1_simd(const char* op, const Tensor& a, F f) {
   if (!a.is_contiguous()) return map1(op, a, f);
   Tensor out = empty(a.shape(), a.dtype());
-  kernels::dispatch_float(a.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data_ptr<T>();
-    T* po = out.data_ptr<T>();
-    kernels::parallel_elems(a.numel(), kernels::kGrainMath,
-                            [&](int64_t lo, int64_t hi) { vec::map(pa + lo, po + lo, hi - lo, f); });
-  });
+  kernels::map_simd(op, a, out, f);
   return out;
 }
 

@@ -99,11 +99,138 @@ constexpr int64_t kSmallFoldDim = 64;
 // With a_sums (a contiguous (M) tensor): also a_sums = a summed over its batch and last dims,
 // where one GEMM does it all (linear's bias gradient beside its weight gradient: the GEMM reads
 // dY once for both); returns whether it did (if not, a_sums is not written).
+// One bmm_into call as its three strategies see it: the operands (a and b replaced by dense
+// copies where a strategy needs them, with their batch strides), the sizes and the pointers.
+template <class T>
+struct BatchedGemm {
+  const Tensor& out;
+  Tensor a, b;
+  const Shape& batch;
+  Shape so, sa, sb;  // batch strides of out, a, b
+  int64_t M, K, N, bn;
+  bool reduced;  // out is broadcast along a batch dim: products summed into it
+  T beta;
+  T* po;
+  const T* pbias;
+  T* psums;
+};
+
+// 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM.
+// Returns whether it ran.
+template <class T>
+bool gemm_rows_fold(BatchedGemm<T>& g) {
+  const Shape& batch = g.batch;
+  if (!(g.bn > 1 && !g.reduced && all_broadcast(batch, g.sb))) return false;
+  const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
+  auto ro = merged_stride(batch, g.so, M, g.out.stride(-2));
+  auto a_rows = [&] {
+    auto ra = merged_stride(batch, g.sa, M, g.a.stride(-2));
+    return ra ? layout_of(bn * M, K, *ra, g.a.stride(-1)) : MatLayout{};
+  };
+  MatLayout la = a_rows();
+  if (!la.ok && M < kSmallFoldDim) {  // bn tiny GEMMs cost more than one copy of a
+    g.a = dense_copy(g.a);
+    g.sa = batch_strides(g.a, batch);
+    la = a_rows();
+  }
+  if (!layout_of(g.b).ok) {
+    g.b = dense_copy(g.b);
+    g.sb = batch_strides(g.b, batch);
+  }
+  const MatLayout lb = layout_of(g.b);
+  const MatLayout lo = ro ? layout_of(bn * M, N, *ro, g.out.stride(-1)) : MatLayout{};
+  if (!(la.ok && lb.ok && lo.ok && !lo.trans)) return false;
+  blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), g.a.template data_ptr<T>(), la.ld,
+             g.b.template data_ptr<T>(), lb.ld, g.beta, g.po, lo.ld, g.pbias);
+  return true;
+}
+
+// 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM.
+// Returns whether it ran; sets summed when it also wrote a's row sums.
+template <class T>
+bool gemm_inner_fold(BatchedGemm<T>& g, bool& summed) {
+  const Shape& batch = g.batch;
+  if (!(g.bn > 1 && all_broadcast(batch, g.so) && !g.pbias)) return false;
+  const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
+  auto a_cols = [&] {
+    auto ca = merged_stride(batch, g.sa, K, g.a.stride(-1));
+    return ca ? layout_of(M, bn * K, g.a.stride(-2), *ca) : MatLayout{};
+  };
+  auto b_rows = [&] {
+    auto rb = merged_stride(batch, g.sb, K, g.b.stride(-2));
+    return rb ? layout_of(bn * K, N, *rb, g.b.stride(-1)) : MatLayout{};
+  };
+  MatLayout la = a_cols(), lb = b_rows();
+  if ((!la.ok || !lb.ok) && K < kSmallFoldDim) {  // copy so that the batch folds into K
+    if (!la.ok) {
+      g.a = dense_copy(g.a.transpose(-1, -2)).transpose(-1, -2);  // (.., K, M) row-major
+      g.sa = batch_strides(g.a, batch);
+      la = a_cols();
+    }
+    if (!lb.ok) {
+      g.b = dense_copy(g.b);
+      g.sb = batch_strides(g.b, batch);
+      lb = b_rows();
+    }
+  }
+  const MatLayout lo = layout_of(g.out);
+  if (!(la.ok && lb.ok && lo.ok && !lo.trans)) return false;
+  blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), g.a.template data_ptr<T>(), la.ld,
+             g.b.template data_ptr<T>(), lb.ld, g.beta, g.po, lo.ld, nullptr, g.psums);
+  summed = g.psums != nullptr;
+  return true;
+}
+
+// 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices.
+// Returns whether it wrote a's row sums.
+template <class T>
+bool gemm_per_matrix(BatchedGemm<T>& g) {
+  const Shape& batch = g.batch;
+  const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
+  MatLayout la = layout_of(g.a), lb = layout_of(g.b);
+  if (!la.ok) {
+    g.a = dense_copy(g.a);
+    g.sa = batch_strides(g.a, batch);
+    la = layout_of(g.a);
+  }
+  if (!lb.ok) {
+    g.b = dense_copy(g.b);
+    g.sb = batch_strides(g.b, batch);
+    lb = layout_of(g.b);
+  }
+  const MatLayout lo = layout_of(g.out);
+  if (!lo.ok || lo.trans)
+    fail("matmul", "internal error: output of shape ", g.out.shape(), " is not row-major");
+  const T* pa = g.a.template data_ptr<T>();
+  const T* pb = g.b.template data_ptr<T>();
+  T* po = g.po;
+  const T* pbias = g.pbias;
+  T* psums = bn != 1 ? nullptr : g.psums;  // one GEMM only sums the whole of a
+  const T beta = g.beta;
+  std::array<Shape, 3> st{g.so, g.sa, g.sb};
+  const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
+  auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
+    for (int64_t i = 0; i < len; ++i)
+      blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2],
+                 lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias, psums);
+  };
+  // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
+  // into one output (reduced) or a few big matrices are better split inside gemm
+  const double mat_flops = std::max(2.0 * double(M) * double(N) * double(K), 1.0);
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(blas::kParallelFlops / mat_flops));
+  const bool by_batch = !g.reduced && (bn >= 2 * get_num_threads() || !blas::gemm_splits(M, N, K));
+  if (by_batch && bn >= 2 * grain) {
+    parallel_for(0, bn, grain, [&](int64_t lo, int64_t hi) { kernels::walk_rows<3>(geo, lo, hi, body); });
+  } else {
+    kernels::walk_rows<3>(geo, 0, std::max<int64_t>(geo.numel(), 1), body);
+  }
+  return psums != nullptr;
+}
+
 bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
               const Tensor& bias = Tensor(), const Tensor& a_sums = Tensor()) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const Shape so = batch_strides(out, batch);
-  Shape sa = batch_strides(a, batch), sb = batch_strides(b, batch);
   const int64_t bn = numel_of(batch);
   const bool reduced = !so.empty() && [&] {
     for (std::size_t i = 0; i < batch.size(); ++i)
@@ -117,106 +244,27 @@ bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
   }
   if (K == 0 || bn == 0) return false;
   bool summed = false;
-
   kernels::dispatch_float(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    const T beta = accumulate ? T(1) : T(0);
-    T* po = out.data_ptr<T>();
-    const T* pbias = bias.defined() ? bias.data_ptr<T>() : nullptr;
-    T* psums = a_sums.defined() ? a_sums.data_ptr<T>() : nullptr;
-
-    // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM
-    if (bn > 1 && !reduced && all_broadcast(batch, sb)) {
-      auto ro = merged_stride(batch, so, M, out.stride(-2));
-      auto a_rows = [&] {
-        auto ra = merged_stride(batch, sa, M, a.stride(-2));
-        return ra ? layout_of(bn * M, K, *ra, a.stride(-1)) : MatLayout{};
-      };
-      MatLayout la = a_rows();
-      if (!la.ok && M < kSmallFoldDim) {  // bn tiny GEMMs cost more than one copy of a
-        a = dense_copy(a);
-        sa = batch_strides(a, batch);
-        la = a_rows();
-      }
-      if (!layout_of(b).ok) {
-        b = dense_copy(b);
-        sb = batch_strides(b, batch);
-      }
-      const MatLayout lb = layout_of(b);
-      const MatLayout lo = ro ? layout_of(bn * M, N, *ro, out.stride(-1)) : MatLayout{};
-      if (la.ok && lb.ok && lo.ok && !lo.trans) {
-        blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), a.data_ptr<T>(), la.ld, b.data_ptr<T>(), lb.ld,
-                   beta, po, lo.ld, pbias);
-        return;
-      }
-    }
-    // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM
-    if (bn > 1 && all_broadcast(batch, so) && !pbias) {
-      auto a_cols = [&] {
-        auto ca = merged_stride(batch, sa, K, a.stride(-1));
-        return ca ? layout_of(M, bn * K, a.stride(-2), *ca) : MatLayout{};
-      };
-      auto b_rows = [&] {
-        auto rb = merged_stride(batch, sb, K, b.stride(-2));
-        return rb ? layout_of(bn * K, N, *rb, b.stride(-1)) : MatLayout{};
-      };
-      MatLayout la = a_cols(), lb = b_rows();
-      if ((!la.ok || !lb.ok) && K < kSmallFoldDim) {  // copy so that the batch folds into K
-        if (!la.ok) {
-          a = dense_copy(a.transpose(-1, -2)).transpose(-1, -2);  // (.., K, M) row-major
-          sa = batch_strides(a, batch);
-          la = a_cols();
-        }
-        if (!lb.ok) {
-          b = dense_copy(b);
-          sb = batch_strides(b, batch);
-          lb = b_rows();
-        }
-      }
-      const MatLayout lo = layout_of(out);
-      if (la.ok && lb.ok && lo.ok && !lo.trans) {
-        blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), a.data_ptr<T>(), la.ld, b.data_ptr<T>(), lb.ld,
-                   beta, po, lo.ld, nullptr, psums);
-        summed = psums != nullptr;
-        return;
-      }
-    }
-    // 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices
-    MatLayout la = layout_of(a), lb = layout_of(b);
-    if (!la.ok) {
-      a = dense_copy(a);
-      sa = batch_strides(a, batch);
-      la = layout_of(a);
-    }
-    if (!lb.ok) {
-      b = dense_copy(b);
-      sb = batch_strides(b, batch);
-      lb = layout_of(b);
-    }
-    const MatLayout lo = layout_of(out);
-    if (!lo.ok || lo.trans)
-      fail("matmul", "internal error: output of shape ", out.shape(), " is not row-major");
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    if (bn != 1) psums = nullptr;  // one GEMM only sums the whole of a
-    summed = psums != nullptr;
-    std::array<Shape, 3> st{so, sa, sb};
-    const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
-    auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
-      for (int64_t i = 0; i < len; ++i)
-        blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2],
-                   lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias, psums);
-    };
-    // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
-    // into one output (reduced) or a few big matrices are better split inside gemm
-    const double mat_flops = std::max(2.0 * double(M) * double(N) * double(K), 1.0);
-    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(blas::kParallelFlops / mat_flops));
-    const bool by_batch = !reduced && (bn >= 2 * get_num_threads() || !blas::gemm_splits(M, N, K));
-    if (by_batch && bn >= 2 * grain) {
-      parallel_for(0, bn, grain, [&](int64_t lo, int64_t hi) { kernels::walk_rows<3>(geo, lo, hi, body); });
-    } else {
-      kernels::walk_rows<3>(geo, 0, std::max<int64_t>(geo.numel(), 1), body);
-    }
+    BatchedGemm<T> g{out,
+                     a,
+                     b,
+                     batch,
+                     so,
+                     batch_strides(a, batch),
+                     batch_strides(b, batch),
+                     M,
+                     K,
+                     N,
+                     bn,
+                     reduced,
+                     accumulate ? T(1) : T(0),
+                     out.data_ptr<T>(),
+                     bias.defined() ? bias.data_ptr<T>() : nullptr,
+                     a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
+    if (gemm_rows_fold(g)) return;
+    if (gemm_inner_fold(g, summed)) return;
+    summed = gemm_per_matrix(g);
   });
   return summed;
 }
@@ -412,9 +460,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 
 Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("norm");
-  if (!a.is_floating_point())
-    fail("norm", "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ",
-         a.shape());
+  kernels::check_floating("norm", a);
   if (!(p > 0.0)) fail("norm", "p must be positive or inf, got ", p, " (shape ", a.shape(), ")");
   Shape keep = a.shape();  // the output with reduced dims kept as size 1
   for (int64_t d : dims) {

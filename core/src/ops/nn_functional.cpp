@@ -1,12 +1,11 @@
 // core/src/ops/nn_functional.cpp: the torch.nn.functional ops a GPT needs beyond the
 // activations: dropout, embedding, layer_norm, cross_entropy (+ _last_dim), mse_loss.
 //
-// Each is one fused forward loop over contiguous buffers with its backward closure right
-// below (saving the small per-row statistics the backward needs, never a second copy of a
-// large tensor). Threads (kernels::parallel_rows): rows are split over xgrad's pool, each
-// computed whole; layer_norm's weight/bias gradients split the features instead, and
-// cross_entropy sums its per-row losses in row order, so results do not depend on the thread
-// count. Adding an op: declare it in ops.h under nn_functional.cpp, write it here,
+// Each op checks its operands, calls its fused forward kernel and records its backward right
+// below, which calls the matching backward kernel (kernels/nn_functional_kernel.h: the loops,
+// their threads and why the bits do not depend on the thread count). A forward saves the
+// small per-row statistics its backward needs, never a second copy of a large tensor. Adding
+// an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
 #include <cmath>
@@ -16,7 +15,7 @@
 #include <vector>
 
 #include "kernels.h"
-#include "ops/vec_math.h"
+#include "nn_functional_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -46,7 +45,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   profiler::RecordFunction rec("dropout");
   check_dropout_p("dropout", p);
   if (!training || p == 0.0) return a;
-  kernels::dispatch_float(a.dtype(), "dropout", [](auto) {});
+  kernels::check_floating("dropout", a);
   Tensor out = empty(a.shape(), a.dtype());
   if (p == 1.0) {  // torch: input * zeros({}), no draws
     std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(a.dtype()));
@@ -59,31 +58,11 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   // memory; noise = mask / (1 - p) is applied as mask ? scale : 0 (what noise holds).
   Tensor mask = empty(a.shape(), kBool);
   (gen ? *gen : default_generator()).bernoulli(mask.data_ptr<bool>(), mask.numel(), 1.0 - p);
-  const Tensor x = contig(a);
-  kernels::dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    const T scale = T(1) / static_cast<T>(1.0 - p);  // noise.div_(1 - p), as torch rounds it
-    const bool* pm = mask.data_ptr<bool>();
-    const T* px = x.data_ptr<T>();
-    T* po = out.data_ptr<T>();
-    kernels::parallel_elems(out.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
-      vec::mul_keep_mask(px + lo, pm + lo, scale, po + lo, hi - lo);
-    });
-  });
+  kernels::dropout_forward(contig(a), mask, p, out);
   return record("MulBackward0", out, {a}, [mask, p](const Tensor& dout, Grads& grads) {
     // in the forward pass out = x * noise (noise = mask / (1 - p)), so dx = dout * noise
-    const Tensor dy = contig(dout);
-    Tensor dx = empty(mask.shape(), dy.dtype());
-    kernels::dispatch_float(dy.dtype(), "dropout_backward", [&](auto tag) {
-      using T = decltype(tag);
-      const T scale = T(1) / static_cast<T>(1.0 - p);
-      const bool* pm = mask.data_ptr<bool>();
-      const T* pd = dy.data_ptr<T>();
-      T* px = dx.data_ptr<T>();
-      kernels::parallel_elems(dx.numel(), kernels::kGrain, [&](int64_t lo, int64_t hi) {
-        vec::mul_keep_mask(pd + lo, pm + lo, scale, px + lo, hi - lo);
-      });
-    });
+    Tensor dx = empty(mask.shape(), dout.dtype());
+    kernels::dropout_backward(contig(dout), mask, p, dx);
     grads.add(0, std::move(dx));
   });
 }
@@ -96,7 +75,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (indices.dtype() != kInt64)
     fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()), " tensor of shape ",
          indices.shape());
-  kernels::dispatch_float(weight.dtype(), "embedding", [](auto) {});
+  kernels::check_floating("embedding", weight);
   const int64_t V = weight.size(0), D = weight.size(1);
   const Tensor idx = contig(indices);
   const int64_t* pi = idx.data_ptr<int64_t>();
@@ -109,51 +88,21 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   out_shape.push_back(D);  // indices.shape + (D,)
   Tensor out = empty(out_shape, weight.dtype());
   // rows are read in place when each is contiguous (weight.stride(1) == 1)
-  const Tensor w = weight.stride(1) == 1 || D == 1 ? weight : contig(weight);
-  const std::size_t item = itemsize(w.dtype());
-  const std::size_t row_bytes = static_cast<std::size_t>(D) * item;
-  const std::size_t stride_bytes = static_cast<std::size_t>(w.stride(0)) * item;
-  const char* pw = static_cast<const char*>(w.raw_data_ptr());
-  char* po = static_cast<char*>(out.raw_data_ptr());
-  kernels::parallel_rows(n, D, kernels::kGrain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      std::memcpy(po + static_cast<std::size_t>(i) * row_bytes,
-                  pw + static_cast<std::size_t>(pi[i]) * stride_bytes, row_bytes);
-  });
+  kernels::embedding_forward(weight.stride(1) == 1 || D == 1 ? weight : contig(weight), pi, n, out);
   return record("EmbeddingBackward0", out, {weight},
                 [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
                   // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
                   // accumulate)
-                  const Tensor& iv = ids.get();
-                  const Tensor dy = contig(dout);
-                  Tensor dw = zeros({V, D}, dy.dtype());
-                  kernels::dispatch_float(dy.dtype(), "embedding_backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    const int64_t* pid = iv.data_ptr<int64_t>();
-                    const T* pd = dy.data_ptr<T>();
-                    T* pw = dw.data_ptr<T>();
-                    const int64_t n = iv.numel();
-                    // threads split the embedding columns: repeated ids still add in the order of i
-                    kernels::parallel_rows(D, n, kernels::kGrain, [&](int64_t k0, int64_t k1) {
-                      for (int64_t i = 0; i < n; ++i) {
-                        T* row = pw + pid[i] * D;
-                        const T* src = pd + i * D;
-                        for (int64_t k = k0; k < k1; ++k) row[k] += src[k];
-                      }
-                    });
-                  });
+                  Tensor dw = zeros({V, D}, dout.dtype());
+                  kernels::embedding_backward(ids.get(), contig(dout), dw);
                   grads.add(0, std::move(dw));
                 });
 }
 
 // ---------------------------------------------------------------- layer_norm
-namespace {
-constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in the backward
-}  // namespace
-
 // reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
-// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)). The row loops, forward and
-// backward with their math, are vec::layer_norm_rows and vec::layer_norm_backward_rows.
+// layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)); the kernel pair is
+// kernels::layer_norm_forward / layer_norm_backward.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   profiler::RecordFunction rec("layer_norm");
@@ -165,7 +114,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (!ok)
     fail("layer_norm", "normalized_shape ", normalized_shape,
          " does not match the trailing dims of input shape ", xs);
-  kernels::dispatch_float(x.dtype(), "layer_norm", [](auto) {});
+  kernels::check_floating("layer_norm", x);
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
@@ -176,72 +125,25 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   }
   const int64_t N = numel_of(normalized_shape);
   const int64_t M = N == 0 ? 0 : x.numel() / N;
-  const Tensor xc = contig(x);
-  const Tensor wc = weight.defined() ? contig(weight) : Tensor();
-  const Tensor bc = bias.defined() ? contig(bias) : Tensor();
   Tensor out = empty(xs, x.dtype());
   Tensor mean = empty({M}, x.dtype()), rstd = empty({M}, x.dtype());
-  kernels::dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = xc.data_ptr<T>();
-    const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
-    const T* pb = bc.defined() ? bc.data_ptr<T>() : nullptr;
-    T* py = out.data_ptr<T>();
-    T* pm = mean.data_ptr<T>();
-    T* pr = rstd.data_ptr<T>();
-    // y = (x - mean) * rstd * w + b, row by row (vec_math.h)
-    kernels::parallel_rows(M, N, kernels::kGrain, [&](int64_t r0, int64_t r1) {
-      vec::layer_norm_rows<T>(px, pw, pb, py, pm, pr, N, eps, r0, r1);
-    });
-  });
+  kernels::layer_norm_forward(contig(x), weight.defined() ? contig(weight) : Tensor(),
+                              bias.defined() ? contig(bias) : Tensor(), eps, M, N, out, mean, rstd);
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
-                [xsv = save(x), wsv = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout,
-                                                                                        Grads& grads) {
+                [xs = save(x), ws = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout,
+                                                                                      Grads& grads) {
                   // in the forward pass y = xhat * w + b with xhat = (x - mean) * rstd, so
                   //   dbias = sum_rows(dy), dweight = sum_rows(dy * xhat),
                   //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w
-                  const Tensor xc = contig(xsv.get());
-                  const Tensor wc = wsv.defined() ? contig(wsv.get()) : Tensor();
-                  const Tensor dy = contig(dout);
-                  const bool want_x = grads.wants(0), want_w = grads.wants(1), want_b = grads.wants(2);
-                  const DType dt = xc.dtype();
-                  Tensor dx = want_x ? empty(xc.shape(), dt) : Tensor();
-                  Tensor dw = want_w ? zeros(normalized_shape, dt) : Tensor();
-                  Tensor db = want_b ? zeros(normalized_shape, dt) : Tensor();
-                  kernels::dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* px = xc.data_ptr<T>();
-                    const T* pw = wc.defined() ? wc.data_ptr<T>() : nullptr;
-                    const T* pd = dy.data_ptr<T>();
-                    const T* pm = mean.data_ptr<T>();
-                    const T* pr = rstd.data_ptr<T>();
-                    T* pdx = want_x ? dx.data_ptr<T>() : nullptr;
-                    T* pdw = want_w ? dw.data_ptr<T>() : nullptr;
-                    T* pdb = want_b ? db.data_ptr<T>() : nullptr;
-                    // Rows in fixed blocks of kLayerNormRowBlock: a block computes dx for its rows and its
-                    // own partial dw / db (its rows summed in order), and dw / db add the partials up in
-                    // block order. The blocks do not depend on the thread count, so neither do the bits,
-                    // and x and dy are read once whatever the threads.
-                    const int64_t blocks = (M + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-                    std::vector<T> part_w(pdw ? blocks * N : 0, T(0)), part_b(pdb ? blocks * N : 0, T(0));
-                    kernels::parallel_rows(
-                        blocks, kLayerNormRowBlock * N, kernels::kGrain, [&](int64_t b0, int64_t b1) {
-                          for (int64_t b = b0; b < b1; ++b)
-                            vec::layer_norm_backward_rows<T>(
-                                px, pd, pw, pm, pr, pdx, pdw ? part_w.data() + b * N : nullptr,
-                                pdb ? part_b.data() + b * N : nullptr, N, b * kLayerNormRowBlock,
-                                std::min(M, (b + 1) * kLayerNormRowBlock));
-                        });
-                    for (int64_t b = 0; b < blocks; ++b) {
-                      if (pdw)
-                        for (int64_t i = 0; i < N; ++i) pdw[i] += part_w[b * N + i];
-                      if (pdb)
-                        for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
-                    }
-                  });
-                  if (want_x) grads.add(0, std::move(dx));
-                  if (want_w) grads.add(1, std::move(dw));
-                  if (want_b) grads.add(2, std::move(db));
+                  const DType dt = xs.get().dtype();
+                  Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
+                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
+                  Tensor db = grads.wants(2) ? zeros(normalized_shape, dt) : Tensor();
+                  kernels::layer_norm_backward(contig(xs.get()), ws.defined() ? contig(ws.get()) : Tensor(),
+                                               contig(dout), mean, rstd, M, N, dx, dw, db);
+                  if (dx.defined()) grads.add(0, std::move(dx));
+                  if (dw.defined()) grads.add(1, std::move(dw));
+                  if (db.defined()) grads.add(2, std::move(db));
                 });
 }
 
@@ -290,85 +192,26 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
            ", target shape ", tshape, ", ignore_index ", ignore_index, ")");
     ++count;
   }
+  const kernels::CrossEntropyRows g{.N = N, .C = C, .ignore_index = ignore_index, .label_smoothing = eps};
+  const bool reduce = red != Reduction::kNone, mean = red == Reduction::kMean;
   const Tensor xc = contig(logits);
   Tensor lse = empty({N}, logits.dtype());  // log(sum(exp(row))), per row
-  Tensor out = red == Reduction::kNone ? empty(tshape, logits.dtype()) : empty({}, logits.dtype());
-  kernels::dispatch_float(logits.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = xc.data_ptr<T>();
-    T* pl = lse.data_ptr<T>();
-    std::vector<T> row_loss(static_cast<std::size_t>(N));
-    const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-    kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
-      vec::logsumexp_rows(px, C, r0, r1, pl);  // lse = log(sum(exp(row))), every row
-      for (int64_t r = r0; r < r1; ++r) {
-        if (pt[r] == ignore_index) {
-          pl[r] = T(0);
-          row_loss[r] = T(0);
-          continue;
-        }
-        const T* xr = px + r * C;
-        // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
-        row_loss[r] =
-            eps == 0.0 ? pl[r] - xr[pt[r]]
-                       : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
-      }
-    });
-    if (red == Reduction::kNone) {
-      std::copy(row_loss.begin(), row_loss.end(), out.data_ptr<T>());
-      return;
-    }
-    double total = 0.0;  // summed in row order whatever the thread count
-    for (int64_t r = 0; r < N; ++r)
-      if (pt[r] != ignore_index) total += static_cast<double>(row_loss[r]);
-    *out.data_ptr<T>() = static_cast<T>(red == Reduction::kSum ? total : total / static_cast<double>(count));
-  });
+  Tensor out = reduce ? empty({}, logits.dtype()) : empty(tshape, logits.dtype());
+  kernels::cross_entropy_forward(xc, pt, g, reduce, mean, count, lse, out);
   return record(
       "NllLossBackward0", out, {logits},
-      [xs = save(xc), ts = save(tc), lse, count, C, N, ignore_index, red, eps](const Tensor& dout,
-                                                                               Grads& grads) {
-        // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with q = (1 - e) onehot(t_r) + e/C,
-        // so dx[r] = (softmax(x[r]) - q) * g_r, g_r = dloss (sum), dloss / count (mean) or
-        // dloss[r] (none); 0 for ignored rows
-        const Tensor& xv = xs.get();
-        const Tensor dy = contig(dout);
-        Tensor dx = empty(xv.shape(), xv.dtype());
-        kernels::dispatch_float(xv.dtype(), "cross_entropy_backward", [&](auto tag) {
-          using T = decltype(tag);
-          const T gall = red == Reduction::kMean  ? static_cast<T>(dy.item() / static_cast<double>(count))
-                         : red == Reduction::kSum ? static_cast<T>(dy.item())
-                                                  : T(0);
-          const T* pdy = red == Reduction::kNone ? dy.data_ptr<T>() : nullptr;
-          const T* px = xv.data_ptr<T>();
-          const T* pl = lse.data_ptr<T>();
-          const int64_t* ptg = ts.get().data_ptr<int64_t>();
-          const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-          T* pdx = dx.data_ptr<T>();
-          kernels::parallel_rows(N, C, kernels::kGrainMath, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) {
-              T* dr = pdx + r * C;
-              if (ptg[r] == ignore_index) {
-                std::fill(dr, dr + C, T(0));
-                continue;
-              }
-              const T gscale = pdy ? pdy[r] : gall;
-              const T l = pl[r];
-              vec::map(px + r * C, dr, C, [=](auto v) { return vec::exp_nonpositive<T>(v - l) * gscale; });
-              if (eps == 0.0) {
-                dr[ptg[r]] -= gscale;
-              } else {
-                for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
-                dr[ptg[r]] -= keep * gscale;
-              }
-            }
-          });
-        });
+      [xs = save(xc), ts = save(tc), lse, g, reduce, mean, count](const Tensor& dout, Grads& grads) {
+        // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with
+        // q = (1 - e) onehot(t_r) + e/C, so dx[r] = (softmax(x[r]) - q) * g_r,
+        // g_r = dloss (sum), dloss / count (mean) or dloss[r] (none); 0 for ignored rows
+        Tensor dx = empty(xs.get().shape(), xs.get().dtype());
+        kernels::cross_entropy_backward(xs.get(), ts.get(), lse, g, reduce, mean, count, contig(dout), dx);
         grads.add(0, std::move(dx));
       });
 }
 
 void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) {
-  kernels::dispatch_float(input.dtype(), op, [](auto) {});
+  kernels::check_floating(op, input);
   if (target.dtype() != kInt64)
     fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()), " tensor of shape ",
          target.shape(), " (input shape ", input.shape(), "; class-probability targets are not supported)");
@@ -420,44 +263,17 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   if (input.shape() != target.shape())
     fail("mse_loss", "input of shape ", input.shape(), " and target of shape ", target.shape(),
          " differ (xgrad does not broadcast here; reshape one of them)");
+  kernels::check_floating("mse_loss", input);
   const Tensor a = contig(input), b = contig(target);
-  const int64_t n = a.numel();
   Tensor out = empty({}, input.dtype());
-  kernels::dispatch_float(input.dtype(), "mse_loss", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    double total = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = static_cast<double>(pa[i]) - static_cast<double>(pb[i]);
-      total += d * d;
-    }
-    *out.data_ptr<T>() = static_cast<T>(total / static_cast<double>(n));
-  });
+  kernels::mse_loss_forward(a, b, out);
   return record("MseLossBackward0", out, {input, target},
-                [as = save(a), bs = save(b), n](const Tensor& dout, Grads& grads) {
+                [as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
                   // in the forward pass loss = sum((a - b)^2) / n, so da = 2 (a - b) dloss / n = -db
-                  const Tensor& av = as.get();
-                  const Tensor& bv = bs.get();
-                  Tensor da = empty(av.shape(), av.dtype());
-                  kernels::dispatch_float(av.dtype(), "mse_loss_backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    const T norm = static_cast<T>(2.0 * dout.item() / static_cast<double>(n));
-                    const T* pa = av.data_ptr<T>();
-                    const T* pb = bv.data_ptr<T>();
-                    T* pd = da.data_ptr<T>();
-                    for (int64_t i = 0; i < n; ++i) pd[i] = norm * (pa[i] - pb[i]);
-                  });
-                  if (grads.wants(1)) {
-                    Tensor db = empty(da.shape(), da.dtype());
-                    kernels::dispatch_float(da.dtype(), "mse_loss_backward", [&](auto tag) {
-                      using T = decltype(tag);
-                      const T* pd = da.data_ptr<T>();
-                      T* pb = db.data_ptr<T>();
-                      for (int64_t i = 0, m = da.numel(); i < m; ++i) pb[i] = -pd[i];
-                    });
-                    grads.add(1, std::move(db));
-                  }
+                  Tensor da = empty(as.get().shape(), as.get().dtype());
+                  Tensor db = grads.wants(1) ? empty(da.shape(), da.dtype()) : Tensor();
+                  kernels::mse_loss_backward(as.get(), bs.get(), dout.item(), da, db);
+                  if (db.defined()) grads.add(1, std::move(db));
                   if (grads.wants(0)) grads.add(0, da);
                 });
 }

@@ -1,6 +1,21 @@
-// core/src/kernels.h (private): the loops every op family builds on.
+// core/src/kernels/kernels.h (private): the loops every op family builds on.
 //
-// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type.
+// core/src/kernels/ is the kernel floor: every SIMD loop of the library, built as the
+// uninstalled xgrad_kernels target (core/CMakeLists.txt) that core, nn and optim link
+// privately. What an op *is* (checks, shapes, its backward closure) lives in its op file one
+// floor up; how the CPU runs it lives here, as a named forward/backward pair per fused op:
+//   kernels.h, kernels.cpp     this file: dispatch, row walks, threads, broadcasting, copies
+//   vec_math.h                 xsimd maps and row loops (exp, erf, GELU, softmax rows, ...)
+//   <family>_kernel.h          activation, nn_functional, elementwise, reduce, sdpa (on
+//                              attention_kernel.h / attention_backward.h), adam, sgd,
+//                              clip_grad, random (mt19937, bernoulli, Box-Muller)
+//   gemm_kernel.h, blas.h/.cpp the GEMM and its entry points
+// A new fused op adds its pair to its family's header: raw-pointer loops, then a
+// `<op>_forward` / `<op>_backward` taking contiguous Tensors that dispatches on the dtype and
+// splits the work over the threads; the op file checks, calls it and records.
+//
+// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type;
+//   check_floating: the check alone.
 // - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim
 //   last, after merging dims that are contiguous in every operand (so a contiguous tensor is
 //   one row), split over the thread pool by element ranges.
@@ -187,6 +202,14 @@ void parallel_for_each_row(const Shape& shape, const std::array<Shape, N>& strid
     return;
   }
   parallel_elems(n, grain, [&](int64_t lo, int64_t hi) { walk_rows<N>(g, lo, hi, body); });
+}
+
+// Throws naming `op`, t's dtype and shape unless t is float32 or float64 (what
+// dispatch_float accepts).
+inline void check_floating(const char* op, const Tensor& t) {
+  if (!t.is_floating_point())
+    fail(op, "expected a floating-point tensor (float32 or float64), got ", dtype_name(t.dtype()),
+         " of shape ", t.shape());
 }
 
 // dst = src (src broadcast to dst's shape, converted to dst's dtype). No autograd record,

@@ -1,4 +1,4 @@
-// core/src/ops/blas.cpp: the GEMM doorway. Checks the arguments and runs xgrad's own GEMM
+// core/src/kernels/blas.cpp: the GEMM entry points. Checks the arguments and runs xgrad's own GEMM
 // kernel (gemm_kernel.h: packed B panels, an xsimd register tile, masked edges through a
 // scratch tile) for float32 and float64.
 //

@@ -1,14 +1,15 @@
-// core/src/ops/blas.h (private): the one doorway to BLAS. Row-major GEMM on raw pointers,
+// core/src/kernels/blas.h (private, the kernel floor): xgrad's GEMM entry points, the
+// BLAS-style calls under matmul and linear (no external BLAS library is used:
+// xgrad's own kernel, gemm_kernel.h, runs them). Row-major GEMM on raw pointers,
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C
 // where op(X) is X or X^T (trans_x); with a bias (n values, contiguous) instead
 //   C (m, n) = (alpha * op(A) @ op(B)) + bias      (each row; beta is then not used)
 // with the same bits as the GEMM followed by adding the bias. With a_row_sums (m values), also
 //   a_row_sums[i] = sum over k of op(A)[i, k]      (accumulated in double, k in order)
 // the linear layer's bias gradient beside its weight gradient (A = dY^T), read from A's packed
-// copy where the GEMM packs A. lda/ldb/ldc are row strides in elements of the
-// matrices as stored (for a transposed operand, the stored matrix is (k, m) or (n, k)). xgrad's own kernel
-// runs them (gemm_kernel.h); large GEMMs split over xgrad's threads with the same bits at any thread count
-// (blas.cpp).
+// copy where the GEMM packs A. lda/ldb/ldc are row strides in elements of the matrices as
+// stored (for a transposed operand, the stored matrix is (k, m) or (n, k)). Large GEMMs split
+// over xgrad's threads with the same bits at any thread count (blas.cpp).
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// core/src/ops/attention_backward.h (private): the backward of attention_kernel.h's one (L, S)
+// core/src/kernels/attention_backward.h (private): the backward of attention_kernel.h's one (L, S)
 // attention matrix, on one thread (the formulas, the Blocks layout of W and the lane masks are
 // described at the top of attention_kernel.h):
 //   dW' = dO v^T and dq = dS k per block of query rows, as the forward's products;
@@ -6,7 +6,7 @@
 //   dk = dS^T q and dv = W'^T dO by tiles of keys over all the blocks that see them
 //   (`keys_product`), with dS^T and W'^T of every block kept in the lane layout.
 #pragma once
-#include "ops/attention_kernel.h"
+#include "attention_kernel.h"
 
 namespace xgrad::attention_kernel {
 

@@ -1,4 +1,4 @@
-// core/src/kernels.cpp: broadcasting rules and the strided, converting copy (split over
+// core/src/kernels/kernels.cpp: broadcasting rules and the strided, converting copy (split over
 // xgrad's threads for large tensors).
 #include "kernels.h"
 

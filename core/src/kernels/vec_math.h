@@ -1,4 +1,4 @@
-// core/src/ops/vec_math.h (private): SIMD loops over contiguous buffers for the activation
+// core/src/kernels/vec_math.h (private): SIMD loops over contiguous buffers for the activation
 // and nn_functional families, in this order: element maps (exp, erf, tanh), row reductions
 // (max, exp sums, log-sum-exp rows, dot, sum), GELU, layer_norm's forward and backward rows,
 // the bernoulli mask of torch's mt19937 stream (random.cpp) and dropout's mask multiply.
@@ -259,9 +259,8 @@ inline void logsumexp_rows(const T* x, int64_t C, int64_t r0, int64_t r1, T* lse
 // function; within a few ulp of torch's, closer where 1 + tanh(u) cancels), so that
 //   y = x / (1 + e),  dy/dx = s (1 + x 2 beta (1 + 3 kappa x^2) e s)     (s (1 - s) = e s^2)
 // costs one exp_clamped and one division per batch instead of xsimd's tanh (an exp, a
-// division, a polynomial and a select): 2x faster on a 1M-element tensor, where it runs at
-// memory speed. double keeps the tanh form. (A reciprocal estimate plus a Newton step in place
-// of the division measured no faster: the division is not the bottleneck.)
+// division, a polynomial and a select), so a large tensor runs at memory speed. double keeps
+// the tanh form.
 // From |x| = 10 on (|u| > 43), 0.5 (1 + tanh(u)) is exactly h = 1 (x > 0) or 0 in float, so
 // torch's float formulas give exactly y = x h (x, or -0; NaN at -inf) and dy/dx = h +
 // 0.5 x (1 - tanh(u)^2) beta (1 + 3 kappa x^2) = h + x * 0 * x^2 (1 or 0; NaN at +-inf and
@@ -536,89 +535,6 @@ inline void layer_norm_backward_rows(const T* x, const T* d, const T* w, const T
         dxr[i] = rs * std::fma(-xhat, gxm, g_centred);
       }
     }
-  }
-}
-
-// mt19937's output tempering of a state word (reference: torch's mt19937_engine::operator()),
-// of a uint32_t or a batch of them.
-template <class V>
-inline V mt19937_temper(V y) {
-  y ^= (y >> 11);
-  y ^= (y << 7) & V(0x9d2c5680u);
-  y ^= (y << 15) & V(0xefc60000u);
-  y ^= (y >> 18);
-  return y;
-}
-
-// out[i] = (x_i < threshold) for i < n: torch's bernoulli_distribution<double> from the raw
-// mt19937 state words w[2i] (the high draw) and w[2i + 1] (the low draw), whose 53-bit
-// uniform integer is x_i = (temper(w[2i]) & (2^21 - 1)) << 32 | temper(w[2i + 1]) (random.cpp
-// explains the integer compare). A batch tempers 2W words and reads them as W 64-bit lanes,
-// each (low draw << 32) | high draw on a little-endian machine: swapping the halves gives x.
-template <class T>
-inline void bernoulli_keep(const uint32_t* w, int64_t n, uint64_t threshold, T* out) {
-  constexpr uint32_t kMask21 = (uint32_t{1} << 21) - 1;
-  int64_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  // bool masks under AVX-512, 16 elements a step: gather the 16 high draws into one register,
-  // temper only them and decide x < threshold on their 21 bits (x's top bits); only an element
-  // whose 21 bits equal the threshold's (probability 2^-21) needs its low draw.
-  if constexpr (std::is_same_v<T, bool>) {
-    using B32 = xsimd::batch<uint32_t>;
-    const uint32_t t_hi = static_cast<uint32_t>(threshold >> 32), t_lo = static_cast<uint32_t>(threshold);
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i limit = _mm512_set1_epi32(static_cast<int>(t_hi));
-    for (; i + 16 <= n; i += 16) {
-      const __m512i hi =
-          _mm512_permutex2var_epi32(_mm512_loadu_si512(w + 2 * i), even, _mm512_loadu_si512(w + 2 * i + 16));
-      const __m512i top = mt19937_temper(B32(hi)) & B32(kMask21);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                       _mm_maskz_set1_epi8(_mm512_cmplt_epu32_mask(top, limit), 1));
-      for (__mmask16 tie = _mm512_cmpeq_epu32_mask(top, limit); tie != 0; tie &= tie - 1) {
-        const int64_t k = i + std::countr_zero(static_cast<unsigned>(tie));
-        out[k] = mt19937_temper(w[2 * k + 1]) < t_lo;
-      }
-    }
-  }
-#endif
-  if constexpr (std::endian::native == std::endian::little) {
-    using B32 = xsimd::batch<uint32_t>;
-    using B64 = xsimd::batch<uint64_t>;
-    using I64 = xsimd::batch<int64_t>;  // x < 2^53: a signed compare is exact (and AVX2 has one)
-    constexpr int64_t W = static_cast<int64_t>(B64::size);
-    // kSpread[b]: byte k = bit k of b (8 keep flags as 8 bytes)
-    static constexpr auto kSpread = [] {
-      std::array<uint64_t, 256> t{};
-      for (uint64_t b = 0; b < 256; ++b)
-        for (uint64_t k = 0; k < 8; ++k) t[b] |= ((b >> k) & 1) << (8 * k);
-      return t;
-    }();
-    const I64 limit(static_cast<int64_t>(threshold));
-    for (; i + W <= n; i += W) {
-      const B64 lanes = xsimd::bitwise_cast<B64>(mt19937_temper(B32::load_unaligned(w + 2 * i)));
-      const B64 x = ((lanes << 32) | (lanes >> 32)) & B64(uint64_t{kMask21} << 32 | 0xffffffffu);  // a rotate
-      const auto below = xsimd::bitwise_cast<I64>(x) < limit;
-      uint64_t keep = 0;  // bit k: lane k kept
-#if defined(__AVX512F__)
-      keep = below.data;  // the compare's mask register
-#else
-      alignas(64) bool kept[W];
-      below.store_aligned(kept);
-      for (int64_t k = 0; k < W; ++k) keep |= static_cast<uint64_t>(kept[k]) << k;
-#endif
-      if constexpr (sizeof(T) == 1) {
-        for (int64_t k = 0; k < W; k += 8)
-          std::memcpy(out + i + k, &kSpread[(keep >> k) & 255],
-                      static_cast<std::size_t>(std::min<int64_t>(8, W)));
-      } else {
-        for (int64_t k = 0; k < W; ++k) out[i + k] = static_cast<T>((keep >> k) & 1);
-      }
-    }
-  }
-  for (; i < n; ++i) {
-    const uint64_t x =
-        static_cast<uint64_t>(mt19937_temper(w[2 * i]) & kMask21) << 32 | mt19937_temper(w[2 * i + 1]);
-    out[i] = static_cast<T>(x < threshold);
   }
 }
 

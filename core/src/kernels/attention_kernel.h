@@ -1,4 +1,4 @@
-// core/src/ops/attention_kernel.h (private): the kernel floor under attention.cpp. One
+// core/src/kernels/attention_kernel.h (private): the kernel floor under attention.cpp. One
 // (L, S) attention matrix -- one (batch, head) -- forward and backward, on one thread:
 //
 //   forward:  P = scale * q k^T;  W = softmax(P) (causal: keys j <= i);  W' = W * mask / (1 - p)
@@ -43,8 +43,8 @@
 #include <immintrin.h>  // KeepLanes' gather
 #endif
 
-#include "ops/gemm_kernel.h"  // transpose_16x16
-#include "ops/vec_math.h"     // exp_nonpositive
+#include "gemm_kernel.h"  // transpose_16x16
+#include "vec_math.h"     // exp_nonpositive
 
 namespace xgrad::attention_kernel {
 

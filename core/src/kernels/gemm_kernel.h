@@ -1,4 +1,4 @@
-// core/src/ops/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
+// core/src/kernels/gemm_kernel.h (private): xgrad's own GEMM, the kernel floor under blas.cpp.
 //
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C        (row-major, any lds)
 //   C (m, n) = (alpha * op(A) (m, k) @ op(B) (k, n)) + bias (n)        (with a bias: linear)
@@ -69,13 +69,12 @@ struct Tile {
   static constexpr int64_t kNC = 3072 / sizeof(T) / kNR * kNR;  // column panel
 };
 
-// Packing thresholds (measured on the GPT's layer shapes, one thread). A row-major B is packed
+// Packing thresholds, set on the GPT's layer shapes (one thread). A row-major B is packed
 // from kPackBRows rows of C, or when its rows lie kPackBLd or more elements apart (a sliver's
 // rows would be that far apart in memory, a TLB page or more per few rows); below, the copy
 // costs more than it saves (the weight gradient's few rows against a long k). An A stored
 // transposed (the weight gradient's dY^T) is packed when its rows are kPackALd or more
-// elements apart; nearer, the tiles share its cache lines and read it in place as fast
-// (measured: packing tiny's 192- and 256-wide dY^T too gains nothing).
+// elements apart; nearer, the tiles share its cache lines and read it in place as fast.
 inline constexpr int64_t kPackBRows = 512;
 inline constexpr int64_t kPackBLd = 384;
 inline constexpr int64_t kPackALd = 384;
@@ -258,8 +257,8 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
                          const T* bias, bool first, bool last, T* c, int64_t ldc) {
   using V = typename Tile<T, NV>::V;
   constexpr int64_t W = Tile<T, NV>::kW;
-  // the k loop is unrolled by 4 (every accumulator's FMAs stay in k order): measured in situ on
-  // the GPT's shapes, 2-14% faster than rolled (most at kc = 64, the tiny model's K)
+  // the k loop is unrolled by 4 (every accumulator's FMAs stay in k order): fewer loop
+  // branches per FMA, the most at a small kc such as the tiny model's K = 64
   V acc[MR][NV];
 #pragma GCC unroll 16
   for (int64_t r = 0; r < MR; ++r)
@@ -279,8 +278,8 @@ inline void micro_kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_
     b += ldb;
   }
   // the epilogue: its case is chosen once per tile, then each case is straight-line code (a
-  // test per vector made GCC reload alpha and spill accumulators: 16% of the tiny model's
-  // kernel time); every case computes each element as c = f(c, alpha * acc) [+ bias]
+  // test per vector makes GCC reload alpha and spill accumulators); every case computes each
+  // element as c = f(c, alpha * acc) [+ bias]
   if (alpha != T(1)) {
     const V va(alpha);
 #pragma GCC unroll 16
@@ -386,6 +385,41 @@ void gemm_one_tile_bt(int64_t m, int64_t n, int64_t k, T alpha, const T* a, bool
 
 // The whole product with a tile NV vectors wide; threaded splits tiles over xgrad's pool
 // (never k).
+// The row tiles [g0, g1) of an A stored transposed, k panel [k0, k0 + kc), packed (kc, MR)
+// per tile into apanel, 16 rows of A^T at a time along their length (tile by tile would read
+// a line per row and tile); with sums, a tile whose first block t * nt is in the thread's
+// blocks [u0, u1) also adds its rows' sums, from the copy, into sums + (t - g0) * MR.
+template <class T, int64_t MR>
+void pack_a_tiles(const T* a, int64_t lda, int64_t m, int64_t k0, int64_t kc, int64_t g0, int64_t g1,
+                  T* apanel, double* sums, int64_t u0, int64_t u1, int64_t nt) {
+  for (int64_t kb = 0; kb < kc; kb += 16)
+    for (int64_t t = g0; t < g1; ++t) {
+      const int64_t mr = std::min(MR, m - t * MR), kn = std::min<int64_t>(16, kc - kb);
+      T* dst = apanel + (t - g0) * kc * MR + kb * MR;
+      pack_a(a, true, lda, t * MR, mr, k0 + kb, kn, dst);
+      if (sums && u0 <= t * nt && t * nt < u1) add_rows_f64(dst, kn, mr, sums + (t - g0) * MR);
+    }
+}
+
+// B's column panel [j0, j0 + nc) packed into dst by all threads at once, every k panel (of KC)
+// at once: k panel k0's slivers from dst + k0 * nt * NR, nt = the panel's slivers.
+template <class T, int64_t NR, int64_t KC>
+void pack_b_shared(const T* b, bool tb, int64_t ldb, int64_t k, int64_t j0, int64_t nc, T* dst_all) {
+  const int64_t nt = (nc + NR - 1) / NR, kp = (k + KC - 1) / KC;
+  parallel_for(0, kp * nt, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1;) {
+      const int64_t k0 = q / nt * KC, kc = std::min(KC, k - k0), s0 = q % nt,
+                    s1 = std::min(nt, s0 + (q1 - q));  // slivers [s0, s1) of this k panel
+      T* dst = dst_all + k0 * nt * NR;
+      if (!tb) pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s0, s1, dst);
+      else
+        for (int64_t sl = s0; sl < s1; ++sl)
+          pack_b<T, NR>(b, true, ldb, k0, kc, j0 + sl * NR, std::min(NR, nc - sl * NR), dst + sl * kc * NR);
+      q += s1 - s0;
+    }
+  });
+}
+
 // With a_sums, also a_sums[i] = the sum over k of op(A)(i, k) when A is packed transposed
 // (returns true; else false and a_sums is not written).
 template <class T, int64_t NV>
@@ -439,14 +473,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
             for (int64_t s = pack_all ? s_lo : nt - 1; !bshared && bpanel && s < s_hi; ++s)
               pack_b<T, NR>(b, tb, ldb, k0, kc, j0 + s * NR, std::min(NR, nc - s * NR), bpanel + s * kc * NR);
           T* apanel = pack_at ? scratch<T, 1>((g1 - g0) * kc * MR) : nullptr;
-          for (int64_t kb = 0; apanel && kb < kc; kb += 16)
-            for (int64_t t = g0; t < g1; ++t) {
-              const int64_t mr = std::min(MR, m - t * MR), kn = std::min<int64_t>(16, kc - kb);
-              T* dst = apanel + (t - g0) * kc * MR + kb * MR;
-              pack_a(a, true, lda, t * MR, mr, k0 + kb, kn, dst);
-              if (sums && u0 <= t * nt && t * nt < u1)  // the tile's row sums, from the copy
-                add_rows_f64(dst, kn, mr, sums + (t - g0) * MR);
-            }
+          if (apanel) pack_a_tiles<T, MR>(a, lda, m, k0, kc, g0, g1, apanel, sums, u0, u1, nt);
           const T* at0 = nullptr;
           for (int64_t u = v0; u < v1; ++u) {
             const int64_t t = u / nt, s = u % nt;
@@ -476,20 +503,7 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
       if (pack_all && 2.0 * double(m) * double(nc) * double(k) >= kSharedPackFlops &&
           k * nt * NR <= kSharedPackMax) {
         bshared = scratch<T, 4>(k * nt * NR);
-        const int64_t kp = (k + KC - 1) / KC;
-        parallel_for(0, kp * nt, 1, [&](int64_t q0, int64_t q1) {
-          for (int64_t q = q0; q < q1;) {
-            const int64_t k0 = q / nt * KC, kc = std::min(KC, k - k0), s0 = q % nt,
-                          s1 = std::min(nt, s0 + (q1 - q));  // slivers [s0, s1) of this k panel
-            T* dst = bshared + k0 * nt * NR;
-            if (!tb) pack_b_rows<T, NR>(b, ldb, k0, kc, j0, nc, s0, s1, dst);
-            else
-              for (int64_t sl = s0; sl < s1; ++sl)
-                pack_b<T, NR>(b, true, ldb, k0, kc, j0 + sl * NR, std::min(NR, nc - sl * NR),
-                              dst + sl * kc * NR);
-            q += s1 - s0;
-          }
-        });
+        pack_b_shared<T, NR, KC>(b, tb, ldb, k, j0, nc, bshared);
       }
       parallel_for(0, mt * nt, 1, run);
     } else {
