@@ -313,7 +313,7 @@ std::vector<Case> all_cases() {
   for (const Shape& lin : {Shape{8, 128, 128, 512}, Shape{2, 8, 8, 32}}) {
     cases.push_back(linear_case(lin));
   }
-  cases.push_back(mha_case({8, 256, 384, 6}));  // issue 3's size: the `medium` GPT's attention
+  cases.push_back(mha_case({8, 256, 384, 6}));  // the `medium` GPT's attention
   cases.push_back(mha_case({2, 8, 16, 2}));
   // the attention core of the tiny, small and medium GPTs of bench/gpt_bench.cpp
   for (const Shape& bhtd : {Shape{32, 4, 64, 16}, Shape{16, 4, 128, 32}, Shape{8, 6, 256, 64}})

@@ -28,7 +28,9 @@ int main() {
   xt::random::seed(0);
   auto X = std::make_shared<xt::xarray<float>>(xt::random::randn<float>({n, std::size_t{3}}));
   const xt::xarray<float> true_w = {2.f, -1.f, 0.5f};
-  // a reduction goes into a concrete array before anything else uses it (see XTENSOR-NOTES)
+  // a reduction goes into a concrete array before anything else uses it: a lazy reduction
+  // inside a broadcast expression can give wrong values (xtensor 0.24), and is recomputed
+  // on every access
   xt::xarray<float> y = xt::sum(*X * true_w, {1});  // (n,)
   y = y + 1.f + 0.05f * xt::random::randn<float>({n});
   y.reshape({n, 1});  // (n, 1)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: build xgrad and run its tests.
 #
-#   scripts/test.sh              the normal suite: Release build in build/, then ctest
+#   scripts/test.sh              the normal suite: Release build in build/, ctest, then
+#                                scripts/check_architecture.sh (docs/architecture.md's layers)
 #   scripts/test.sh --consumer   install the library into a temporary prefix, then build and run
 #                                tests/consumer (find_package(xgrad) + xgrad::xgrad)
 #   scripts/test.sh --sanitize   ASan + UBSan build (Debug, -Og) in build-asan/, no examples/bench
@@ -105,6 +106,12 @@ configure_main() {
   cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DXGRAD_WERROR="$werror"
 }
 build_main() { cmake --build "$build_dir" --parallel "$jobs"; }
+# the layer table of docs/architecture.md against the CMake files, and the check's own test
+check_architecture() {
+  "$root/scripts/check_architecture.sh"
+  local out
+  out=$("$root/scripts/check_architecture.sh" --self-test 2>&1) || { echo "$out"; return 1; }
+}
 configure_and_build_library() {
   configure_main
   cmake --build "$build_dir" --parallel "$jobs" --target xgrad_libs
@@ -148,6 +155,7 @@ if (( run_normal )); then
   stage "normal: configure" configure_main
   stage "normal: build" build_main
   stage "normal: ctest" ctest_in "$build_dir"
+  stage "normal: architecture" check_architecture
 fi
 
 if (( run_consumer )); then

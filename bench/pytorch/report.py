@@ -23,7 +23,7 @@ present, on-CPU time, the best of the start and end probes). A forward pass is a
 the step's FLOPs (2 N + 4 L T d / 2 per token), so forward MFU uses flops / 3. The 1024^3
 sgemm probe (xgrad's GEMM and OpenBLAS's own threads) is printed next to it for reference.
 
-The targets table puts each row against issue #11's targets. Tokens/s are proportional to MFU
+The targets table puts each row against the TARGETS below. Tokens/s are proportional to MFU
 (the FLOPs per token are the same for both), so a ratio target R needs xgrad at R times
 torch's MFU: "needs" is that MFU, and above 100% no implementation can reach R on this
 machine.
@@ -38,7 +38,7 @@ FLOP_FORMULA = ("6*N_nonemb*tokens + 12*L*T*d*tokens/2 per training step "
                 "(N_nonemb = parameters excluding tok_emb/pos_emb; tokens = batch*T)")
 
 
-# issue #11, per config: the training tok/s ratio against torch's best mode, and the MFU
+# the project's performance targets, per config: the training tok/s ratio against torch's best mode, and the MFU
 # (against the FMA peak) at 1 and at 2 threads; every row: the forward-only ratio and
 # xgrad's peak RSS as a fraction of torch's
 TARGETS = {"tiny": (5.0, {1: 0.50, 2: 0.40}),
@@ -280,7 +280,7 @@ def report_train(results_dir, out_json):
     targets = report_targets(rows)
 
     data = load_existing(out_json)
-    data.pop("sgemm_peak_gflops", None)  # the old MFU reference, now "sgemm_probe_gflops"
+    data.pop("sgemm_peak_gflops", None)  # not an MFU reference: the probe is "sgemm_probe_gflops"
     data.update({
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine_info(results_dir),
@@ -304,7 +304,7 @@ def report_train(results_dir, out_json):
 
 
 def report_targets(rows):
-    """Prints each row against issue #11's targets and returns them as JSON rows."""
+    """Prints each row against TARGETS and returns them as JSON rows."""
     def verdict(have, target, needs=None):
         if have is None or target is None:
             return "-"
@@ -340,7 +340,7 @@ def report_targets(rows):
            f"{'MFU / goal':>15} {'':<5} {'fwd / goal':>11} {'fwd MFU':>7} {'needs':>7} "
            f"{'':<17} {'RSS x/t / goal':>14}")
     print()
-    print("targets (issue #11); 'needs MFU' = the MFU xgrad needs for the ratio goal at torch's "
+    print("targets; 'needs MFU' = the MFU xgrad needs for the ratio goal at torch's "
           "measured MFU (fwd: forward only); MFU against the FMA peak")
     print(hdr)
     print("-" * (len(hdr) + 6))

@@ -8,8 +8,8 @@
 // and this program checks are the shapes: W_key.weight (400, 800), keys (8, 1024, 400), keys
 // split into heads (8, 1024, 2, 200), and the output (8, 1024, 400). In their place the values
 // are checked another way: xgrad's nn::MultiHeadAttention (the same class, minus the prints),
-// built after the same seed, must give the same output. The full forward takes about a second
-// or two on 2 cores (the program prints how long).
+// built after the same seed, must give the same output. The program prints how long the full
+// forward took.
 //
 //   build/examples/seeds/seed000_efficient_mha
 #include <xgrad/xgrad.h>

@@ -1,5 +1,5 @@
 // nn/src/attention.cpp: SelfAttention, CausalAttention, MultiHeadAttentionWrapper,
-// MultiHeadAttention and MHLinear. Each forward mirrors the notebook code it comes from
+// MultiHeadAttention and MHLinear. Each forward mirrors the book's code it comes from
 // (comments give the shapes); the backward is the tape's, through the ops used.
 // MultiHeadAttention runs the fused scaled_dot_product_attention (core/src/ops/attention.cpp)
 // where the others spell out matmul / masked_fill / softmax / dropout / matmul.
@@ -187,7 +187,7 @@ MHLinear::MHLinear(int64_t n_heads_, int64_t d_in_, int64_t d_k_)
   check_positive("MHLinear", "n_heads", n_heads);
   check_positive("MHLinear", "d_in", d_in);
   check_positive("MHLinear", "d_k", d_k);
-  // seed 004: b = T**-.5; uniform_parameter((T, n_heads, d_k), -b, b)
+  // weights ~ U(-b, b) with b = d_in**-0.5, shape (d_in, n_heads, d_k)
   const double bound = 1.0 / std::sqrt(double(d_in));
   Tensor w = empty({d_in, n_heads, d_k});
   w.uniform_(-bound, bound);

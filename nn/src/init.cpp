@@ -2,6 +2,7 @@
 // reference: torch/nn/init.py (torch 1.13)
 #include "xgrad/nn/init.h"
 
+#include <cctype>
 #include <cmath>
 
 #include "xgrad/autograd.h"
@@ -32,11 +33,14 @@ double calculate_gain(const std::string& nonlinearity, std::optional<double> par
   fail("calculate_gain", "unsupported nonlinearity '", nonlinearity, "'");
 }
 
+// mode is case-insensitive, as torch lower-cases it
 static int64_t correct_fan(const Tensor& tensor, const std::string& mode) {
-  if (mode != "fan_in" && mode != "fan_out")
+  std::string m = mode;
+  for (char& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (m != "fan_in" && m != "fan_out")
     fail("kaiming init", "mode must be 'fan_in' or 'fan_out', got '", mode, "'");
   Fans f = calculate_fan_in_and_fan_out(tensor);
-  return mode == "fan_in" ? f.fan_in : f.fan_out;
+  return m == "fan_in" ? f.fan_in : f.fan_out;
 }
 
 Tensor uniform_(const Tensor& tensor, double a, double b, Generator* gen) {

@@ -76,7 +76,7 @@ std::vector<GradcheckRow> reduce_rows() {
                   return var(x[0], {0, 2});
                 }},
            });
-  // issue #12: an int is a dim (x.var(-1) was the variance of everything)
+  // an int is a dim (x.var(-1) is the variance of each row, not of everything)
   add_rows(rows, "var-int-dim",
            {
                {"m1", [](const In& x) { return x[0].var(-1); }},

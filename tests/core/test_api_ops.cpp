@@ -1,4 +1,4 @@
-// tests/core/test_api_ops.cpp: the ops and method forms of issue #12 (std, amax/amin, topk,
+// tests/core/test_api_ops.cpp: ops and method forms with torch's spellings (std, amax/amin, topk,
 // gather, scatter_add, masked_select, roll, tril_/triu_, outer, where/split/chunk/
 // index_select/relu/argmax as methods) against torch (tests/fixtures/api.txt from
 // gen_api.py), and their errors. Finite-difference checks: gradcheck_rows_*.cpp.

@@ -1,9 +1,10 @@
-// tests/core/test_api_spellings.cpp: issue #12. C++ slides ints, bools and doubles into one
-// another, so a torch spelling could compile and mean something else (x.var(-1) was the
-// variance of every element). Here, at compile time, every spelling the issue lists either
-// compiles (and the runtime tests below and in test_api_ops.cpp check it means torch's
-// thing, against tests/fixtures/api.txt) or does not compile. Adding an overload that lets
-// one of them slide again breaks this file's build.
+// tests/core/test_api_spellings.cpp: torch spellings that C++ could read another way. C++
+// slides ints, bools and doubles into one another, so a torch spelling could compile and mean
+// something else (x.var(-1) as the unbiased variance of every element, when torch reads -1 as
+// a dim). Here, at compile time, every such spelling either compiles (and the runtime tests
+// below and in test_api_ops.cpp check it means torch's thing, against tests/fixtures/api.txt)
+// or does not compile. Adding an overload that lets one of them slide again breaks this
+// file's build.
 #include <gtest/gtest.h>
 
 #include <concepts>
@@ -173,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<IntDimCase>& info) { return std::string(info.param.name); });
 
 TEST(ApiSpellings, VarOverAnIntDimIsPerRowNotOverEverything) {
-  // the bug of issue #12: x.var(-1) was var(unbiased=true) over all 60 elements
+  // -1 is a dim, never the `unbiased` flag: not var(unbiased=true) over all 60 elements
   Tensor x = fx().get("var_m1.x");
   EXPECT_EQ(x.var(-1).shape(), (Shape{4, 5}));
   EXPECT_EQ(x.var(0).shape(), (Shape{5, 3}));
@@ -209,7 +210,7 @@ TEST(ApiSpellings, SplitWithABracedListMeansSizes) {
 }
 
 TEST(ApiSpellings, ArangeInfersItsDtypeLikeTorch) {
-  // arange(0, 1, 0.25) was int64 [0, 0, 0, 0]; torch gives float32 [0, 0.25, 0.5, 0.75]
+  // a floating step makes float32 [0, 0.25, 0.5, 0.75], as torch (not int64 [0, 0, 0, 0])
   expect_close(arange(0, 1, 0.25), fx().get("arange_float.out"), 0, 0, "arange(0, 1, 0.25)");
   expect_close(arange(3.0), fx().get("arange_float_end.out"), 0, 0, "arange(3.0)");
   expect_close(arange(2, 7, 2), fx().get("arange_int.out"), 0, 0, "arange(2, 7, 2)");

@@ -17,7 +17,8 @@ namespace xgrad::testing {
 
 namespace {
 
-// The chain nn::MultiHeadAttention used to run, for any L, S (causal: key j > query i masked).
+// The composed chain the fused op stands for (matmul, mask, scale, softmax, dropout, matmul),
+// for any L, S (causal: key j > query i masked).
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double p, bool causal,
                           Generator* gen) {
   const int64_t L = q.size(-2), S = k.size(-2);

@@ -168,7 +168,7 @@ TEST(Gradcheck, RejectsABackwardThatIgnoresDoutStrides) {
   GradcheckResult r = gradcheck(fn, x, {.name = "bad_twice"});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("transposed dout"), std::string::npos) << r.message;
-  // the contiguous upstream gradient alone (the harness before issue #17) misses it
+  // the contiguous upstream gradient alone (dout_layouts off) misses it
   GradcheckResult only_contiguous = gradcheck(fn, x, {.name = "bad_twice", .dout_layouts = false});
   EXPECT_TRUE(only_contiguous.ok) << only_contiguous.message;
 }

@@ -125,7 +125,7 @@ TEST(InplaceViews, OpsThatOverwriteGiveTheOldValuesZeroGradient) {
   }
 }
 
-TEST(InplaceViews, TheIssueExample) {
+TEST(InplaceViews, MaskedFillOfARowSliceOfAClone) {
   // x = p0.clone(); x[0:1].masked_fill_(mask, 0.0); (x * w).sum().backward()
   Tensor p0 = leaf34();
   Tensor w = arange(1, 13, 1, kFloat64).reshape({3, 4});

@@ -212,8 +212,8 @@ TEST(Reduce, BackwardOfSumIsABroadcastOfDout) {
 }
 
 // The bias-gradient sum (B*T, C) -> (C) must stay a plain loop over the rows, not a permute +
-// contiguous copy of its 8 MB input: it allocates little beyond its output. (A wall-clock
-// limit here was flaky on a shared machine; its speed is measured in bench/.)
+// contiguous copy of its 8 MB input: it allocates little beyond its output. (Its speed is
+// measured in bench/, not here: a wall-clock limit depends on the machine's load.)
 TEST(Reduce, LeadingDimSumCopiesNothing) {
   Tensor x = randn({8 * 1024, 256});
   const int64_t before = memory_stats().current_bytes;

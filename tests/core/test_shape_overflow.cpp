@@ -1,7 +1,7 @@
-// tests/core/test_shape_overflow.cpp: issue #13 item 7. Shapes whose element count, byte
-// count or strides do not fit in int64 throw xgrad::Error naming the shape instead of wrapping
-// around (zeros({2^32, 2^32}) used to return a tensor with numel() == 0); the views check the
-// same arithmetic (view, reshape, flatten, expand, slice, unsqueeze).
+// tests/core/test_shape_overflow.cpp: shapes whose element count, byte count or strides do
+// not fit in int64 throw xgrad::Error naming the shape instead of wrapping around (a wrapped
+// zeros({2^32, 2^32}) would have numel() == 0); the views check the same arithmetic (view,
+// reshape, flatten, expand, slice, unsqueeze).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,7 +1,7 @@
 // tests/core/test_strided_chains.cpp: PyTorch chains that end in a transpose, a cat or a sum
 // over a batch dim (tests/fixtures/activation_nn.txt, strided_* cases of gen_activation_nn.py),
 // so that the upstream gradient reaching softmax, log_softmax, layer_norm, gelu and the fused
-// attention arrives strided, offset or expanded, as it does inside a model (issue #17). The
+// attention arrives strided, offset or expanded, as it does inside a model. The
 // gradcheck table checks every op with such gradients against finite differences; these
 // check the same paths against torch's numbers. Adding a case: a line in
 // strided_chain_cases() of the generator and a check_fixture_case() here.

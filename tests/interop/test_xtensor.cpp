@@ -147,7 +147,7 @@ TEST(XtensorToTensor, BorrowTransposedSlicedAndSteppedViews) {
 
 TEST(XtensorToTensor, BorrowZeroStridesIsABroadcastTensor) {
   std::vector<float> row = {1, 2, 3, 4};
-  // xt::adapt wants the view's element count (12), not the buffer's (XTENSOR-NOTES.md)
+  // xt::adapt wants the view's element count (12), not the buffer's
   auto wide = xt::adapt(row.data(), 3 * row.size(), xt::no_ownership(), std::vector<std::size_t>{3, 4},
                         std::vector<std::ptrdiff_t>{0, 1});
   Tensor t = from_xtensor(wide, borrow);

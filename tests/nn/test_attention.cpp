@@ -51,9 +51,10 @@ TEST(Attention, CausalAttentionMatchesTorch) {
   check_against_torch("causal_attention", [] { return std::make_shared<CausalAttention>(3, 2, 6, 0.0); });
 }
 
-TEST(Attention, WrapperMatchesTorchAndSeed001) {
+TEST(Attention, WrapperMatchesTorchAndTheWalkthroughNotebook) {
   check_against_torch("wrapper", [] { return std::make_shared<MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2); });
-  // seed 001 prints, for the first token of the first batch: -0.4519, 0.2216, 0.4772, 0.1063
+  // the notebook of examples/seeds/seed001_mha_walkthrough.cpp prints, for the first token of
+  // the first batch: -0.4519, 0.2216, 0.4772, 0.1063
   auto row = fixture().get("wrapper.out")[0][0].to_vector<float>();
   EXPECT_NEAR(row[0], -0.4519, 1e-4);
   EXPECT_NEAR(row[3], 0.1063, 1e-4);
@@ -104,7 +105,7 @@ TEST(Attention, WrapperEqualsMultiHeadAttentionWithCopiedWeights) {
   }
 }
 
-// seed 004: MHLinear's fused projection equals W_query's, split into heads.
+// MHLinear's fused projection equals W_query's, split into heads.
 TEST(Attention, MHLinearEqualsTheQueryProjectionSplitIntoHeads) {
   manual_seed(0);
   const int64_t heads = 2, d_in = 3, d_k = 2;
@@ -119,7 +120,8 @@ TEST(Attention, MHLinearEqualsTheQueryProjectionSplitIntoHeads) {
   Tensor b = (*mha.W_query)(x).view({2, 5, heads, d_k}).transpose(1, 2);
   expect_close(a, b, 1e-6, 1e-6, "MHLinear vs W_query");
   EXPECT_TRUE(a.is_contiguous());
-  // seed 004 prints w_Q after manual_seed(0): [[-0.0043, 0.3097], [-0.4752, -0.4249]], ...
+  // examples/seeds/seed004_mhlinear.cpp's notebook prints w_Q after manual_seed(0):
+  // [[-0.0043, 0.3097], [-0.4752, -0.4249]], ...
   manual_seed(0);
   MHLinear seeded(2, 3, 2);
   auto wv = seeded.weights.to_vector<float>();

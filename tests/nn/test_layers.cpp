@@ -47,12 +47,13 @@ TEST(Layers, LinearInitMatchesTorch) {
   EXPECT_EQ(wide.weight.shape(), (Shape{64, 16}));
 }
 
-TEST(Layers, EmbeddingInitMatchesTorchAndSeed002) {
+TEST(Layers, EmbeddingInitMatchesTorchAndTheAttentionArticle) {
   manual_seed(123);
   Embedding emb(5, 4);
   expect_close(emb.weight, gpt_fixture().get("init.embedding5x4.weight"), 1e-6, 1e-7,
                "Embedding(5, 4).weight");
-  // seed 002 prints 0.3374, -0.1778, -0.3035, -0.5880 for the first row
+  // the article of examples/seeds/seed002_attention_article.cpp prints 0.3374, -0.1778,
+  // -0.3035, -0.5880 for the first row
   std::vector<float> w = emb.weight.to_vector<float>();
   EXPECT_NEAR(w[0], 0.3374, 1e-4);
   EXPECT_NEAR(w[1], -0.1778, 1e-4);

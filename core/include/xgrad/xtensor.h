@@ -35,7 +35,7 @@
 // invisible to autograd's version counter (as NumPy writes are to torch's): do not modify
 // memory that a recorded op saved for backward.
 //
-// xtensor pitfalls that apply here (../shared/XTENSOR-NOTES.md): assigning an expression of a
+// xtensor's assignment rules that apply here: assigning an expression of a
 // different shape to an adaptor reshapes or resizes it instead of broadcasting (use
 // `xt::noalias(v) = expr` with the same shape, or element-wise ops like `v *= 2`); resizing a
 // shared or borrowed array moves its memory away from every tensor that views it (don't).

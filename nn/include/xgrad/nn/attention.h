@@ -1,16 +1,20 @@
-// xgrad/nn/attention.h: the attention family of the seed notebooks, with their names.
+// xgrad/nn/attention.h: the attention classes of Sebastian Raschka's "Build a Large Language
+// Model (From Scratch)", chapter 3, with the book's names (examples/seeds/ re-runs tutorials
+// built on them and checks every printed number).
 //
-// - SelfAttention:             softmax(Q K^T / sqrt(d_out)) V, no mask (seed 002)
-// - CausalAttention:           + causal mask buffer and dropout on the weights (seeds 001-003)
+// - SelfAttention:             softmax(Q K^T / sqrt(d_out)) V, no mask (section 3.4,
+//                              SelfAttention_v2)
+// - CausalAttention:           + causal mask buffer and dropout on the weights (section 3.5)
 // - MultiHeadAttentionWrapper: a ModuleList of CausalAttention heads, outputs concatenated on
 //                              the last dim: d_out per head, num_heads * d_out in all
+//                              (section 3.6.1)
 // - MultiHeadAttention:        one projection each for Q, K, V, split into heads with view +
-//                              transpose, out_proj (seed 000, Raschka ch. 3); the attention
-//                              itself is one scaled_dot_product_attention call, as in
-//                              Raschka's MHAPyTorchScaledDotProduct
-// - MHLinear:                  seed 004's fused multi-head projection, weight (d_in, n_heads,
-//                              d_k), one GEMM for all heads
-// Every forward reads line for line like the notebook code; the causal mask is a registered
+//                              transpose, out_proj (section 3.6.2); the attention itself is one
+//                              scaled_dot_product_attention call, as in the book's
+//                              MHAPyTorchScaledDotProduct (ch03/02_bonus_efficient-multihead-attention)
+// - MHLinear:                  a fused multi-head projection, weight (d_in, n_heads, d_k), one
+//                              GEMM for all heads (examples/seeds/seed004_mhlinear.cpp)
+// Every forward reads line for line like the book's code; the causal mask is a registered
 // bool buffer "mask" sliced to the current number of tokens.
 #pragma once
 #include <cstdint>
@@ -90,7 +94,7 @@ class MultiHeadAttention : public Module {
 
 class MHLinear : public Module {
  public:
-  // seed 004: MHLinear(n_heads, T, d_k) where T is the input feature size
+  // d_in is the input feature size (T in examples/seeds/seed004_mhlinear.cpp)
   MHLinear(int64_t n_heads, int64_t d_in, int64_t d_k);
   Tensor forward(const Tensor& x) override;  // (B, N, d_in) -> (B, n_heads, N, d_k)
   std::string name() const override { return "MHLinear"; }
