@@ -422,7 +422,9 @@ std::vector<double> OneCycleLR::get_lr() const {
   for (std::size_t g = 0; g < max_lrs_.size(); ++g) {
     const double initial = base_lrs()[g];
     const double bounds[3] = {initial, max_lrs_[g], initial / options_.final_div_factor};
-    lrs.push_back(at(last_epoch(), bounds).first);
+    // torch allows one step past the last phase (count == total_steps), extrapolating it:
+    // linear annealing then goes below min_lr, possibly below 0, which an lr cannot be here
+    lrs.push_back(std::max(at(last_epoch(), bounds).first, 0.0));
   }
   return lrs;
 }
