@@ -319,6 +319,9 @@ TEST_P(ScheduleParity, ResumeContinuesTheSchedule) {
 double sgd_momentum(const Optimizer& o, std::size_t g) {
   return dynamic_cast<const SGD&>(o).options(g).momentum;
 }
+double rmsprop_momentum(const Optimizer& o, std::size_t g) {
+  return dynamic_cast<const RMSprop&>(o).options(g).momentum;
+}
 double adam_beta1(const Optimizer& o, std::size_t g) {
   return dynamic_cast<const Adam&>(o).options(g).betas.first;
 }
@@ -396,6 +399,13 @@ std::vector<ScheduleCase> schedule_cases() {
          return s;
        },
        adam_beta1},
+      {"onecycle_rmsprop", [] { return two_groups<RMSprop>(RMSpropOptions{.momentum = 0.5}); },
+       [](Optimizer& o) {
+         Schedule s;
+         s.add<OneCycleLR>(o, 0.02, OneCycleLROptions{.total_steps = 12, .pct_start = 0.5});
+         return s;
+       },
+       rmsprop_momentum},
       {"onecycle_no_momentum", [] { return two_groups<Adagrad>(AdagradOptions{}); },
        [](Optimizer& o) {
          Schedule s;

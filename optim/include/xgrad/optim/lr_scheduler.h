@@ -172,9 +172,9 @@ class LinearLR : public LRScheduler {
 };
 
 // torch's SequentialLR: schedulers[0] until milestones[0], schedulers[1] until milestones[1],
-// ... As in torch, construction resets the groups' lrs to the first scheduler's base lrs (the
-// lrs before any scheduler was made: torch's initial_lr) and makes them every scheduler's
-// base; at a milestone the next scheduler starts from its closed form at count 0. The
+// ... As in torch, construction resets the groups' lrs to the first scheduler's base lrs (torch's
+// initial_lr, the lrs before any scheduler was made: make schedulers[0] first) and makes them
+// every scheduler's base; at a milestone the next scheduler starts from its closed form at count 0. The
 // schedulers are not owned and must outlive it; step only this one.
 class SequentialLR : public LRScheduler {
  public:
