@@ -74,6 +74,17 @@ void LRScheduler::step() {
   }
 }
 
+void LRScheduler::step_to(int64_t epoch) {
+  const int64_t previous = last_epoch_;
+  last_epoch_ = epoch;
+  try {
+    set_lrs(closed_form());
+  } catch (...) {
+    last_epoch_ = previous;
+    throw;
+  }
+}
+
 void LRScheduler::load_state_dict(int64_t last_epoch) {
   if (last_epoch < 0) fail("LRScheduler.load_state_dict", "the step count must be >= 0, got ", last_epoch);
   const int64_t previous = last_epoch_;
@@ -259,15 +270,18 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<LRScheduler*> sched
     if (milestones_[i] <= milestones_[i - 1])
       fail("SequentialLR", "milestones must be increasing, got ", milestones_[i - 1], " then ",
            milestones_[i]);
-  // torch resets the lrs to initial_lr, the lr before the first scheduler was made, which is
-  // every scheduler's base lr; then undoes each scheduler's initial step and redoes the first's
-  const std::vector<double> initial = schedulers_[0]->base_lrs_;
-  base_lrs_ = initial;
-  for (std::size_t g = 0; g < initial.size(); ++g) optimizer.set_lr(g, initial[g]);
+  // torch's base lrs are the groups' initial_lr when each scheduler was made: the lr before
+  // the first one, unless a OneCycleLR made before replaced it by its own (max_lr /
+  // div_factor). torch then resets the lrs to the last initial_lr, undoes each scheduler's
+  // initial step and redoes the first's.
+  std::vector<double> initial = schedulers_[0]->base_lrs_;
   for (LRScheduler* s : schedulers_) {
-    s->base_lrs_ = initial;
+    if (dynamic_cast<OneCycleLR*>(s) != nullptr) initial = s->base_lrs_;
+    else s->base_lrs_ = initial;
     s->last_epoch_ -= 1;
   }
+  base_lrs_ = initial;
+  for (std::size_t g = 0; g < initial.size(); ++g) optimizer.set_lr(g, initial[g]);
   schedulers_[0]->step();
   set_lrs(schedulers_[0]->get_last_lr());
 }
@@ -283,18 +297,8 @@ void SequentialLR::step() {
   const int64_t e = last_epoch() + 1;
   const std::size_t idx = active(e);
   LRScheduler& s = *schedulers_[idx];
-  if (idx > 0 && milestones_[idx - 1] == e) {  // torch: scheduler.step(0), the closed form at 0
-    const int64_t previous = s.last_epoch_;
-    s.last_epoch_ = 0;
-    try {
-      s.set_lrs(s.closed_form());
-    } catch (...) {
-      s.last_epoch_ = previous;
-      throw;
-    }
-  } else {
-    s.step();
-  }
+  if (idx > 0 && milestones_[idx - 1] == e) s.step_to(0);  // torch: scheduler.step(0)
+  else s.step();
   set_last_epoch(e);
   set_lrs(s.get_last_lr());
 }
@@ -443,12 +447,14 @@ double OneCycleLR::lr_at(int64_t epoch, double base_lr) const {
   return at(epoch, bounds).first;
 }
 
-void OneCycleLR::step() {
+void OneCycleLR::step() { step_to(last_epoch() + 1); }
+
+void OneCycleLR::step_to(int64_t epoch) {
   const int64_t previous = last_epoch();
-  set_last_epoch(previous + 1);
+  set_last_epoch(epoch);
   try {
     set_lrs(get_lr());
-    set_momenta(last_epoch());
+    set_momenta(epoch);
   } catch (...) {
     set_last_epoch(previous);
     throw;
@@ -458,9 +464,7 @@ void OneCycleLR::step() {
 void OneCycleLR::load_state_dict(int64_t last_epoch) {
   if (last_epoch < 0 || last_epoch > total_steps_)
     fail("OneCycleLR.load_state_dict", "the step count must be in [0, ", total_steps_, "], got ", last_epoch);
-  set_last_epoch(last_epoch);
-  set_lrs(get_lr());
-  set_momenta(last_epoch);
+  step_to(last_epoch);
 }
 
 // ---------------------------------------------------------------- ReduceLROnPlateau

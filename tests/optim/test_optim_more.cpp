@@ -376,6 +376,15 @@ std::vector<ScheduleCase> schedule_cases() {
          s.add<SequentialLR>(o, std::vector<LRScheduler*>{s1, s2, s3}, std::vector<int64_t>{3, 8});
          return s;
        }},
+      {"sequential_onecycle", [] { return two_groups<SGD>(SGDOptions{.momentum = 0.9}); },
+       [](Optimizer& o) {
+         Schedule s;
+         LRScheduler* warm = s.add<LinearLR>(o, LinearLROptions{.start_factor = 0.5, .total_iters = 3});
+         LRScheduler* cycle = s.add<OneCycleLR>(o, 0.2, OneCycleLROptions{.total_steps = 10});
+         s.add<SequentialLR>(o, std::vector<LRScheduler*>{warm, cycle}, std::vector<int64_t>{4});
+         return s;
+       },
+       sgd_momentum},
       {"onecycle_cos", [] { return two_groups<SGD>(SGDOptions{.momentum = 0.9}); },
        [](Optimizer& o) {
          Schedule s;

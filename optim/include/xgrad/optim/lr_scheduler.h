@@ -56,6 +56,9 @@ class LRScheduler {
   std::vector<double> group_lrs() const;  // the optimizer's current lrs
   void set_lrs(std::vector<double> lrs);  // checks them, sets the groups' lrs and get_last_lr()
   void set_last_epoch(int64_t epoch) { last_epoch_ = epoch; }
+  // torch's step(epoch): jumps to that count and sets the closed form's lrs there (unchanged
+  // on error); SequentialLR starts each later scheduler with step_to(0).
+  virtual void step_to(int64_t epoch);
   Optimizer& optimizer() const { return *optimizer_; }
   friend class SequentialLR;  // resets its schedulers' base lrs and counts, as torch does
 
@@ -172,10 +175,11 @@ class LinearLR : public LRScheduler {
 };
 
 // torch's SequentialLR: schedulers[0] until milestones[0], schedulers[1] until milestones[1],
-// ... As in torch, construction resets the groups' lrs to the first scheduler's base lrs (torch's
-// initial_lr, the lrs before any scheduler was made: make schedulers[0] first) and makes them
-// every scheduler's base; at a milestone the next scheduler starts from its closed form at count 0. The
-// schedulers are not owned and must outlive it; step only this one.
+// ... Make the schedulers in their order, then this one: as torch, it resets the groups' lrs
+// to their initial lrs (those before schedulers[0] was made, or a OneCycleLR's own) and gives
+// every scheduler the base lrs torch's would have; at a milestone the next scheduler starts
+// from its closed form at count 0. The schedulers are not owned and must outlive it; step
+// only this one.
 class SequentialLR : public LRScheduler {
  public:
   SequentialLR(Optimizer& optimizer, std::vector<LRScheduler*> schedulers, std::vector<int64_t> milestones);
@@ -227,6 +231,7 @@ class OneCycleLR : public LRScheduler {
  protected:
   std::vector<double> get_lr() const override;
   std::vector<double> closed_form() const override { return get_lr(); }
+  void step_to(int64_t epoch) override;  // the lrs and momenta of that count
 
  private:
   struct Phase {
