@@ -200,8 +200,8 @@ class SequentialLR : public LRScheduler {
 // over pct_start of total_steps, then down to max_lr / div_factor / final_div_factor
 // (three_phase: back to the initial lr over as many steps, then down to the minimum), by
 // cosine or linear annealing; with cycle_momentum the momentum (SGD, RMSprop) or beta1
-// (Adam, AdamW) goes the opposite way between max_momentum and base_momentum. Exactly one of
-// total_steps or (epochs and steps_per_epoch) is required. As in torch, the count may reach
+// (Adam, AdamW) goes the opposite way between max_momentum and base_momentum. total_steps,
+// or else epochs and steps_per_epoch (their product), is required. As in torch, the count may reach
 // total_steps (the last phase extrapolated one step; a negative lr there, which linear
 // annealing can give, is 0 here) and stepping past it throws.
 struct OneCycleLROptions {
