@@ -99,6 +99,8 @@ TEST(MathOps, IntegerInputsComputeInFloat32LikeTorch) {
   check_case("logsumexp_int", 1, [](const V& x) { return logsumexp(x[0], 0); });
   check_case("cumsum_int", 1, [](const V& x) { return cumsum(x[0], 1); });
   check_case("repeat_interleave_int", 1, [](const V& x) { return repeat_interleave(x[0], 2, 0); });
+  expect_close(sin(tensor({true, false})), tensor({std::sin(1.0f), 0.0f}), 1e-6, 0, "sin of bool");
+  EXPECT_EQ(sin(tensor({true, false})).dtype(), kFloat32);
   EXPECT_EQ(cumsum(tensor({true, false, true}), 0).dtype(), kInt64);
   expect_close(cumsum(tensor({true, false, true}), 0), tensor({1, 1, 2}), 0, 0, "cumsum of bool");
 }

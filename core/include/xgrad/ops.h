@@ -256,8 +256,8 @@ Tensor argmin(const Tensor& a);
 Tensor argmin(const Tensor& a, Int dim, Flag keepdim = false);
 // torch.cumsum(x, dim): running sums along dim; int64/bool give int64.
 Tensor cumsum(const Tensor& a, Int dim);
-// torch.logsumexp(x, dim, keepdim): log(sum(exp(x))) over dims, shifted by the max (a row of
-// -inf gives -inf); int64/bool compute in float32.
+// torch.logsumexp(x, dim, keepdim): log(sum(exp(x))) over dims ({} = all), shifted by the
+// max (a row of -inf gives -inf); int64/bool compute in float32.
 Tensor logsumexp(const Tensor& a, Dims dims, Flag keepdim = false);
 
 // =====================================================================  shape.cpp

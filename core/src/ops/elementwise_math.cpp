@@ -4,11 +4,14 @@
 // The unary maps run kernels::map_unary (elementwise_kernel.h): xsimd's sin, cos, log1p,
 // expm1, erf and exp on batches for a contiguous input (f is called with batches and with
 // scalars, so it calls the math function unqualified after `using std::sin;`), the strided
-// row loop otherwise. Each backward is written with recorded ops, so it can be differentiated
-// again.
+// row loop otherwise. Each backward is written with recorded ops (each differentiable itself).
 //
 // dtypes as torch's: sin, cos, log1p, expm1, erf and atan2 compute an int64 or bool input in
 // float32; silu and softplus take float32/float64 only; atan2's operands share one dtype.
+//
+// Adding an op: forward = kernels::map_unary(...) (map_same for two operands), record(...) with
+// the backward right under it, a row in tests/core/gradcheck_rows_math.cpp and a case in
+// tests/fixtures/gen_math.py.
 #include <cmath>
 #include <numbers>
 
