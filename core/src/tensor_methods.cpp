@@ -122,5 +122,19 @@ Tensor Tensor::outer(const Tensor& other) const { return xgrad::outer(*this, oth
 Tensor Tensor::norm(double p, Dims dims, Flag keepdim) const {
   return xgrad::norm(*this, p, std::move(dims), keepdim);
 }
+Tensor Tensor::sin() const { return xgrad::sin(*this); }
+Tensor Tensor::cos() const { return xgrad::cos(*this); }
+Tensor Tensor::log1p() const { return xgrad::log1p(*this); }
+Tensor Tensor::expm1() const { return xgrad::expm1(*this); }
+Tensor Tensor::erf() const { return xgrad::erf(*this); }
+Tensor Tensor::atan2(const Tensor& other) const { return xgrad::atan2(*this, other); }
+Tensor Tensor::cumsum(Int dim) const { return xgrad::cumsum(*this, dim); }
+Tensor Tensor::logsumexp(Dims dims, Flag keepdim) const {
+  return xgrad::logsumexp(*this, std::move(dims), keepdim);
+}
+Tensor Tensor::repeat_interleave(Int repeats) const { return xgrad::repeat_interleave(*this, repeats); }
+Tensor Tensor::repeat_interleave(Int repeats, Int dim) const {
+  return xgrad::repeat_interleave(*this, repeats, dim);
+}
 
 }  // namespace xgrad

@@ -192,6 +192,17 @@ Tensor logical_not(const Tensor& a);
 // Gradient helper: sums `grad` over the dims that broadcasting expanded, giving `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
+// =====================================================================  elementwise_math.cpp
+// sin, cos, log1p, expm1, erf and atan2 compute int64/bool inputs in float32, as torch does.
+Tensor silu(const Tensor& a);                                                  // F.silu: x * sigmoid(x)
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);  // F.softplus
+Tensor sin(const Tensor& a);                                                   // torch.sin
+Tensor cos(const Tensor& a);                                                   // torch.cos
+Tensor log1p(const Tensor& a);                                                 // torch.log1p: log(1 + x)
+Tensor expm1(const Tensor& a);                                                 // torch.expm1: exp(x) - 1
+Tensor erf(const Tensor& a);                                                   // torch.erf
+Tensor atan2(const Tensor& a, const Tensor& b);  // torch.atan2(a, b): angle of (b, a), broadcast
+
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -243,6 +254,11 @@ Tensor argmax(const Tensor& a);  // flat index, int64
 Tensor argmax(const Tensor& a, Int dim, Flag keepdim = false);
 Tensor argmin(const Tensor& a);
 Tensor argmin(const Tensor& a, Int dim, Flag keepdim = false);
+// torch.cumsum(x, dim): running sums along dim; int64/bool give int64.
+Tensor cumsum(const Tensor& a, Int dim);
+// torch.logsumexp(x, dim, keepdim): log(sum(exp(x))) over dims ({} = all), shifted by the
+// max (a row of -inf gives -inf); int64/bool compute in float32.
+Tensor logsumexp(const Tensor& a, Dims dims, Flag keepdim = false);
 
 // =====================================================================  shape.cpp
 // (view, reshape, transpose, permute, slice, narrow, select, unsqueeze, squeeze, expand and
@@ -268,6 +284,10 @@ Tensor& tril_(Tensor& a, Int diagonal = 0);
 // torch.roll: shift elements along dims (one int or a list each, same length), wrapping
 // around; dims {} rolls the flattened tensor and restores the shape.
 Tensor roll(const Tensor& a, Dims shifts, Dims dims = {});
+// torch.repeat_interleave(x, repeats, dim): each slice along dim repeated `repeats` times in
+// place ([a, b] -> [a, a, b, b]); without dim, of the flattened x. An index_select, as torch's.
+Tensor repeat_interleave(const Tensor& a, Int repeats);
+Tensor repeat_interleave(const Tensor& a, Int repeats, Int dim);
 
 // =====================================================================  indexing.cpp
 // out[i][j][k] = a[index[i][j][k]][j][k] (dim 0; likewise for any dim): index int64 with the

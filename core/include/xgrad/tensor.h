@@ -207,6 +207,16 @@ class Tensor {
   Tensor& triu_(Int diagonal = 0);
   Tensor outer(const Tensor& other) const;
   Tensor norm(double p = 2.0, Dims dims = {}, Flag keepdim = false) const;  // x.norm(2, -1)
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor erf() const;
+  Tensor atan2(const Tensor& other) const;  // atan2(*this, other)
+  Tensor cumsum(Int dim) const;
+  Tensor logsumexp(Dims dims, Flag keepdim = false) const;
+  Tensor repeat_interleave(Int repeats) const;
+  Tensor repeat_interleave(Int repeats, Int dim) const;
   // Plain-int shapes, as in torch: x.view(b, t, h, d), x.view(-1), x.permute(2, 0, 1).
   template <Integer... I>
   requires(sizeof...(I) > 0) Tensor view(I... sizes)

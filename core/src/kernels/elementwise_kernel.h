@@ -1,7 +1,7 @@
 // core/src/kernels/elementwise_kernel.h (private, the kernel floor): the elementwise maps of
 // core/src/ops/elementwise.cpp. map_same: out = f(in0, in1, ...) over the broadcast output
 // shape, row by row (parallel_for_each_row), for inputs of one dtype; map_simd: a unary map
-// on xsimd batches (vec_math.h) over a contiguous tensor.
+// on xsimd batches (vec_math.h) over a contiguous tensor; map_unary: either, by layout.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -93,6 +93,16 @@ void map_simd(const char* op, const Tensor& a, const Tensor& out, F& f) {
     parallel_elems(a.numel(), kGrainMath,
                    [&](int64_t lo, int64_t hi) { vec::map(pa + lo, po + lo, hi - lo, f); });
   });
+}
+
+// out = f(a) as a fresh tensor: map_simd for a contiguous a, else map_same's strided loop
+// (the same f, called with scalars).
+template <class F>
+Tensor map_unary(const char* op, const Tensor& a, F f) {
+  if (!a.is_contiguous()) return map_same<1>(op, a.shape(), {a}, f);
+  Tensor out = empty(a.shape(), a.dtype());
+  map_simd(op, a, out, f);
+  return out;
 }
 
 }  // namespace xgrad::kernels

@@ -1,11 +1,11 @@
 // core/src/kernels/reduce_kernel.h (private, the kernel floor): the passes of the
 // reductions in core/src/ops/reduce.cpp over one contiguous (A, R, B) block, reducing R:
 // reduce_pass (sum, max, min through an Op: init/step/merge/repeat) and arg_pass (max/min
-// with the first index). B == 1 reduces contiguous rows with 16 independent lanes the
-// compiler vectorises; B > 1 accumulates whole rows of B. float32 sums add short blocks in
-// float and the block sums in double (torch's cascade idea); float64 and int64 accumulate
-// natively. Threads split rows or output columns, never one output's summation, so results
-// do not depend on the thread count.
+// with the first index), and cumsum_pass (running sums along R). B == 1 reduces contiguous rows with 16
+// independent lanes the compiler vectorises; B > 1 accumulates whole rows of B. float32 sums add short blocks
+// in float and the block sums in double (torch's cascade idea); float64 and int64 accumulate natively.
+// Threads split rows or output columns, never one output's summation, so results do not depend on the thread
+// count.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -211,6 +211,24 @@ void arg_pass(const T* x, T* val, int64_t* idx, int64_t A, int64_t R, int64_t B)
         }
     }
   }
+}
+
+// Running sums along R of a contiguous (A, R, B) block: y[a, r, b] = sum of x[a, j, b] for
+// j <= r (reverse: j >= r), accumulated in Acc (double for float32, as torch's acc_type on
+// the CPU) and rounded to T at each step. Threads split the A * B independent columns.
+template <class T, class Acc>
+void cumsum_pass(const T* x, T* y, int64_t A, int64_t R, int64_t B, bool reverse) {
+  parallel_elems(A * B, kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const int64_t base = (c / B) * R * B + c % B;
+      Acc acc = 0;
+      for (int64_t k = 0; k < R; ++k) {
+        const int64_t i = base + (reverse ? R - 1 - k : k) * B;
+        acc += static_cast<Acc>(x[i]);
+        y[i] = static_cast<T>(acc);
+      }
+    }
+  });
 }
 
 }  // namespace xgrad::kernels

@@ -1,6 +1,7 @@
 // core/src/ops/elementwise.cpp: arithmetic (add, sub, mul, div, neg, pow), math (exp, log,
 // sqrt, rsqrt, tanh, abs, clamp), maximum/minimum, where, comparisons, logical_not, and
-// sum_to, the helper that undoes broadcasting in every backward.
+// sum_to, the helper that undoes broadcasting in every backward. (silu, softplus, sin, cos,
+// log1p, expm1, erf and atan2 are in elementwise_math.cpp.)
 //
 // Every op is one map_* call: a loop over the broadcast output, row by row
 // (kernels/elementwise_kernel.h's map_same, on kernels.h's parallel_for_each_row: split over

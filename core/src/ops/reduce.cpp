@@ -1,4 +1,5 @@
-// core/src/ops/reduce.cpp: reductions (sum, mean, var, std, max/min, amax/amin, argmax/argmin).
+// core/src/ops/reduce.cpp: reductions (sum, mean, var, std, max/min, amax/amin, argmax/argmin,
+// logsumexp) and cumsum.
 //
 // How a reduction runs: stride-0 (expanded) dims are folded in without reading them twice,
 // the rest of the input (made contiguous) is seen as groups of adjacent dims that are all
@@ -413,6 +414,71 @@ Tensor argmin(const Tensor& a) {
   profiler::RecordFunction rec("argmin");
   if (a.numel() == 0) fail("argmin", "expected a non-empty tensor, got shape ", a.shape());
   return arg_reduce<false>("argmin", a.reshape({-1}), 0, false).indices;
+}
+
+// ---------------------------------------------------------------- cumsum
+namespace {
+// Running sums of `a` along dim d (reverse: from the end), recorded as CumsumBackward0: the
+// backward of a running sum is the reversed running sum of dout, and that one's is a running
+// sum again, so every order of derivative is this function.
+Tensor cumsum_along(const Tensor& a, int64_t d, bool reverse) {
+  const Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  int64_t A = 1, R = a.dim() == 0 ? 1 : a.shape()[d], B = 1;
+  for (int64_t i = 0; i < a.dim(); ++i) {
+    if (i < d) A *= a.shape()[i];
+    if (i > d) B *= a.shape()[i];
+  }
+  if (out.numel() > 0) {
+    if (a.dtype() == kInt64) {
+      kernels::cumsum_pass<int64_t, int64_t>(x.data_ptr<int64_t>(), out.data_ptr<int64_t>(), A, R, B,
+                                             reverse);
+    } else {
+      kernels::dispatch_float(a.dtype(), "cumsum", [&](auto tag) {
+        using T = decltype(tag);
+        kernels::cumsum_pass<T, double>(x.data_ptr<T>(), out.data_ptr<T>(), A, R, B, reverse);
+      });
+    }
+  }
+  return record("CumsumBackward0", out, {a}, [d, reverse](const Tensor& dout, Grads& grads) {
+    // in the forward pass y[i] = sum of x[j] for j <= i, so dx[j] = sum of dout[i] for i >= j
+    grads.add(0, cumsum_along(dout, d, !reverse));
+  });
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& a, Int dim) {
+  profiler::RecordFunction rec("cumsum");
+  const int64_t d = wrap_dim("cumsum", dim, a.shape());
+  if (a.dtype() == kBool) return cumsum_along(a.to(kInt64), d, false);
+  return cumsum_along(a, d, false);
+}
+
+// ---------------------------------------------------------------- logsumexp
+// torch's shift: m = the max over dims, taken as 0 where it is infinite (so a row of -inf
+// gives log(0) = -inf and a row holding +inf gives +inf, not NaN from inf - inf).
+Tensor logsumexp(const Tensor& a, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("logsumexp");
+  if (!is_floating(a.dtype())) return logsumexp(a.to(kFloat32), dims, keepdim);
+  const std::vector<bool> mask = reduced_mask("logsumexp", a.shape(), dims);
+  const Shape keep = reduced_shape(a.shape(), mask, true);
+  const Shape out_shape = reduced_shape(a.shape(), mask, keepdim);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    if (a.numel() == 0) {
+      out = log(sum_values(exp(a), mask, out_shape));
+    } else {
+      Tensor m = extreme_values<MaxOp>("logsumexp", a, mask, keep);
+      m = masked_fill(m, eq(abs(m), INFINITY), 0.0);
+      out = add(log(sum_values(exp(sub(a, m)), mask, out_shape)), m.reshape(out_shape));
+    }
+  }
+  return record("LogsumexpBackward0", out, {a},
+                [as = save(a), outs = save(out), keep](const Tensor& dout, Grads& grads) {
+                  // in the forward pass y = log(sum(exp(x))), so dx = dout * exp(x - y)
+                  grads.add(0, mul(dout.reshape(keep), exp(sub(as.get(), outs.get().reshape(keep)))));
+                });
 }
 
 }  // namespace xgrad

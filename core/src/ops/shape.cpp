@@ -1,5 +1,5 @@
 // core/src/ops/shape.cpp: ops that assemble a tensor from pieces or pick parts of one: cat,
-// stack, split, chunk, index_select (the embedding lookup), masked_fill and the in-place
+// stack, split, chunk, repeat_interleave, index_select (the embedding lookup), masked_fill and the in-place
 // masked_fill_ behind Tensor::masked_fill_ (the causal mask in attention), triu, tril (and in
 // place), roll. The zero-copy views (view, transpose, slice, ...) and their backward are in
 // views.cpp.
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kernels.h"
 #include "op_helpers.h"
@@ -188,6 +189,26 @@ std::vector<Tensor> chunk(const Tensor& a, Int chunks, Int dim) {
   const int64_t split_size = (n + chunks - 1) / chunks;
   if (split_size == 0 && n == 0) return split(a, std::vector<int64_t>(chunks, 0), d);
   return split(a, split_size, d);
+}
+
+// ---------------------------------------------------------------- repeat_interleave
+// torch builds the index [0]*r + [1]*r + ... and calls index_select, so the node is
+// IndexSelectBackward0 and the backward sums each slice's repeats. A 0-d input needs no dim.
+Tensor repeat_interleave(const Tensor& a, Int repeats, Int dim) {
+  profiler::RecordFunction rec("repeat_interleave");
+  if (repeats < 0)
+    fail("repeat_interleave", "repeats can not be negative, got ", repeats, " (shape ", a.shape(), ")");
+  if (a.dim() == 0)
+    fail("repeat_interleave", "dimension ", dim, " given for a tensor of shape [] (leave dim out)");
+  const int64_t d = wrap_dim("repeat_interleave", dim, a.shape());
+  const int64_t n = a.shape()[d];
+  std::vector<int64_t> idx(static_cast<std::size_t>(checked_mul(n, repeats, a.shape())));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i) / repeats;
+  return index_select(a, d, from_vector(idx, {static_cast<int64_t>(idx.size())}));
+}
+
+Tensor repeat_interleave(const Tensor& a, Int repeats) {
+  return repeat_interleave(a.reshape({-1}), repeats, 0);
 }
 
 // ---------------------------------------------------------------- index_select
