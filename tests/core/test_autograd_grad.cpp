@@ -90,6 +90,26 @@ TEST(AutogradGrad, RepeatedInputsOutputsAndLeafOutputs) {
   EXPECT_FALSE(x.grad().defined());
 }
 
+TEST(AutogradGrad, ThroughAnInPlaceOpOnAView) {
+  // CopySlices runs the in-place op's backward on the view's region: grad() must ask it for
+  // the gradient of the view's old values even though that edge is private to CopySlices
+  auto run = [](bool use_grad) {
+    Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, kFloat64).requires_grad_();
+    Tensor w = tensor({0.5, -1.0}, kFloat64).requires_grad_();
+    Tensor y = x * 1.0;
+    y.slice(0, 1, 3).add_(w);  // y[1:3] += w
+    Tensor loss = (y * y).sum();
+    if (use_grad) return grad({loss}, {x, w});
+    loss.backward();
+    return std::vector<Tensor>{x.grad(), w.grad()};
+  };
+  const std::vector<Tensor> g = run(true), b = run(false);
+  EXPECT_EQ(g[0].to_vector<double>(), b[0].to_vector<double>());
+  EXPECT_EQ(g[1].to_vector<double>(), b[1].to_vector<double>());
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{2.0, 5.0, 4.0, 8.0}));  // 2y
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{5.0, 4.0}));
+}
+
 TEST(AutogradGrad, AnInputTheOutputsDoNotReachIsAnErrorUnlessAllowed) {
   Tensor x = tensor({1.0, 2.0}, kFloat64).requires_grad_();
   Tensor w = tensor({1.0, 2.0, 3.0}, kFloat64).requires_grad_();
