@@ -209,5 +209,34 @@ TEST(ModuleHooks, AnomalyModeNamesTheModulePath) {
                                        "module trf_blocks.1.att (Gate)"});
 }
 
+TEST(ModuleHooks, AnomalyModeNamesTheGptAttentionLayer) {
+  GPTModel model(GPTConfig{.vocab_size = 32,
+                           .context_length = 8,
+                           .emb_dim = 16,
+                           .n_heads = 2,
+                           .n_layers = 2,
+                           .drop_rate = 0.0,
+                           .qkv_bias = false});
+  // a forward hook runs inside its module's call: the NaN its ops make belongs to that module
+  model.trf_blocks->at<TransformerBlock>(1)->att->register_forward_hook(
+      [](Module&, const Tensor&, const Tensor& out) { return (out * 0.0).sqrt(); });
+  Tensor ids = tensor({{1, 2, 3, 4}});
+  autograd::DetectAnomalyGuard guard;
+  Tensor loss = model(ids).sum();
+  expect_error([&] { loss.backward(); }, {"MulBackward0 returned nan in its 0th output",
+                                          "module trf_blocks.1.att (MultiHeadAttention)"});
+}
+
+TEST(ModuleHooks, ABackwardHookOfADestroyedModuleIsAnError) {
+  Tensor x = ones({1, 3}).requires_grad_();
+  Tensor y;
+  {
+    Linear lin(3, 2);
+    lin.register_full_backward_hook([](Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {});
+    y = lin(x).sum();
+  }
+  expect_error([&] { y.backward(); }, {"register_full_backward_hook", "destroyed"});
+}
+
 }  // namespace
 }  // namespace xgrad::nn
