@@ -35,6 +35,20 @@ TEST(Hooks, LeafAndNonLeafWithRetainGradMatchTorch) {
   expect_close(g.grad(), fx.get("hooks.g_grad"), 1e-5, 1e-6, "g.grad");
 }
 
+// torch 1.13 (python): x = ones(2); y = x * 2; y.register_hook(g*3); y.retain_grad();
+// y.register_hook(g*5); y.sum().backward() gives y.grad = 15 and x.grad = 30: the retained
+// gradient is taken after every hook once one came before retain_grad()
+TEST(Hooks, RetainGradBetweenTwoHooksSeesBoth) {
+  Tensor x = leaf_of({1.0, 1.0});
+  Tensor y = x * 2.0;
+  y.register_hook([](const Tensor& g) { return g * 3.0; });
+  y.retain_grad();
+  y.register_hook([](const Tensor& g) { return g * 5.0; });
+  y.sum().backward();
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{15.0, 15.0}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{30.0, 30.0}));
+}
+
 TEST(Hooks, ALeafHookSeesTheTotalOnceBeforeAccumulation) {
   Tensor x = leaf_of({1.0, 2.0});
   std::vector<std::vector<double>> seen;
