@@ -240,6 +240,7 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
       Tensor region = s.as(v);
       Tensor dregion = empty(v.shape, dout.dtype());
       kernels::copy_into(dregion, region);
+      if (sink) sink->pending = Tensor();  // nothing left by a pass that failed
       Grads to_f(*f);
       f->backward(dregion, to_f);  // F's inputs 1.. are CopySlices' inputs 1..: filled directly
       if (!sink) return;

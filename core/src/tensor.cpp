@@ -228,6 +228,8 @@ void Tensor::retain_grad() {
   TensorImpl& t = fresh(impl_);
   if (!requires_grad()) fail("retain_grad", "called on a tensor that does not require grad");
   if (t.grad_fn) {
+    // torch 1.13's order of retain_grad and hooks (core/src/hooks.cpp)
+    if (t.grad_fn->retained.lock() != impl_) t.grad_fn->retain_first = t.grad_fn->hooks == nullptr;
     t.retains_grad = true;
     t.grad_fn->retained = impl_;
   }

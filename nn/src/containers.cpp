@@ -32,7 +32,7 @@ void ModuleList::bad_cast(int64_t index) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& m : *this) x = m->forward(x);
+  for (const auto& m : *this) x = (*m)(x);  // a call: the children's hooks run
   return x;
 }
 

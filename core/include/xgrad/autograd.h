@@ -21,7 +21,12 @@
 //
 // Backward closures run with grad mode off, may use any op, and must hand each input a
 // gradient of exactly that input's shape and dtype (Grads::add checks it).
+//
+// Also here: autograd::grad (torch.autograd.grad), the gradient hooks' storage
+// (Tensor::register_hook, core/src/hooks.cpp) and anomaly mode (autograd::DetectAnomalyGuard,
+// core/src/anomaly.cpp).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -68,6 +73,25 @@ class SavedTensor {
 };
 inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
 
+namespace detail {
+struct GraphTask;  // one run of the backward pass (core/src/autograd.cpp)
+
+// The gradient hooks of one tensor, in registration order: a leaf's on its TensorImpl, a
+// non-leaf's on its grad_fn. Handles remove by id.
+struct TensorHooks {
+  std::vector<std::pair<uint64_t, std::function<Tensor(const Tensor&)>>> fns;
+  uint64_t next_id = 0;
+};
+
+// Where a node was recorded, kept while anomaly mode is on: the module whose forward was
+// running (its dotted path from the outermost module called, and its class), if any.
+struct AnomalyMetadata {
+  bool in_module = false;
+  std::string module_path;  // "trf_blocks.1.att"; "" for the outermost module itself
+  std::string module_type;  // "MultiHeadAttention"
+};
+}  // namespace detail
+
 // What a backward closure hands gradients to.
 class Grads {
  public:
@@ -75,10 +99,11 @@ class Grads {
   void add(std::size_t input, Tensor grad);  // accumulate d(loss)/d(input i)
 
   // internals
-  explicit Grads(Node& node) : node_(node) {}
+  explicit Grads(Node& node);
 
  private:
   Node& node_;
+  detail::GraphTask* task_;  // the running pass (null outside one)
 };
 
 using BackwardFn = std::function<void(const Tensor& dout, Grads& grads)>;
@@ -93,12 +118,15 @@ struct Node {
     bool wants() const { return fn != nullptr || leaf != nullptr; }
   };
 
-  std::string name;                    // "MulBackward0"
-  uint64_t sequence_nr = 0;            // position on the tape
-  std::vector<Edge> next;              // one per input
-  BackwardFn backward;                 // empty once released
-  bool released = false;               // ran without retain_graph
-  std::weak_ptr<TensorImpl> retained;  // output that asked retain_grad()
+  std::string name;                                  // "MulBackward0"
+  uint64_t sequence_nr = 0;                          // position on the tape
+  std::vector<Edge> next;                            // one per input
+  BackwardFn backward;                               // empty once released
+  bool released = false;                             // ran without retain_graph
+  std::weak_ptr<TensorImpl> retained;                // output that asked retain_grad()
+  bool retain_first = true;                          // retain_grad() came before the first hook (hooks.cpp)
+  std::shared_ptr<detail::TensorHooks> hooks;        // the output's register_hook()s
+  std::unique_ptr<detail::AnomalyMetadata> anomaly;  // recorded while anomaly mode is on
 
   // filled during backward: the gradient of this node's output
   Tensor pending;
@@ -158,5 +186,83 @@ void check_no_internal_overlap(const char* op, const Tensor& self);
 
 // Runs backward from `root` with the given output gradient.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+namespace autograd {
+
+struct GradOptions {
+  bool retain_graph = false;  // keep the graph (its saved tensors) for another pass
+  bool allow_unused = false;  // an input the outputs do not depend on gets an undefined Tensor
+};
+
+// torch.autograd.grad: the gradients of sum_i <outputs[i], grad_outputs[i]> with respect to
+// each of `inputs` (leaves or intermediate tensors), in order, without touching any .grad()
+// (of leaves or of retained non-leaves). Only the nodes on a path to an input run. An output
+// with one element may omit its grad_output (an empty list, or an undefined Tensor); any
+// other needs one of its shape and dtype. The inputs' hooks (Tensor::register_hook) run, and
+// so do those of the tensors on the way. Throws xgrad::Error, before anything runs, for an
+// input the outputs do not depend on (unless allow_unused), and after the pass for one that
+// received no gradient. The backward closures run with grad mode off: the gradients carry no
+// history.
+//   std::vector<Tensor> g = autograd::grad({loss}, {w, h});   // g[0] = dloss/dw, g[1] = dloss/dh
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
+
+// Anomaly mode (torch.autograd.set_detect_anomaly; libtorch's AnomalyMode), global like
+// torch's. While it is on, every node records where it was made (the module path, when the op
+// ran inside an nn::Module's forward), and a backward node that returns a gradient containing
+// NaN throws xgrad::Error naming that node, the input, the forward op and that module
+// ("DivBackward0 returned nan in its 0th output ... in module trf_blocks.1.att"). Off, it costs
+// one relaxed load per recorded node and per gradient handed on.
+namespace detail {
+inline std::atomic<bool> anomaly_enabled{false};
+}
+struct AnomalyMode {
+  static bool is_enabled() { return detail::anomaly_enabled.load(std::memory_order_relaxed); }
+  static void set_enabled(bool enabled) { detail::anomaly_enabled.store(enabled, std::memory_order_relaxed); }
+};
+
+// RAII: anomaly mode on inside its scope, the previous state restored after (so guards nest).
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard() : prev_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
+  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(prev_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+namespace detail {
+// The module whose forward is running, for anomaly metadata: nn::Module's call pushes one
+// while anomaly mode is on (the innermost is current), and pops it when forward returns.
+struct ModuleFrame {
+  const void* module = nullptr;  // the nn::Module
+  std::string path;              // dotted, from the outermost module called ("" for it)
+  std::string type;              // its class name
+};
+class ModuleScope {
+ public:
+  explicit ModuleScope(ModuleFrame frame);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+
+ private:
+  ModuleFrame frame_;
+};
+const ModuleFrame* current_module();  // null outside any module's forward (or anomaly mode)
+}  // namespace detail
+
+}  // namespace autograd
+
+namespace detail {
+// hooks.cpp: runs `hooks` on grad in order, each replacement checked against grad's shape and dtype
+Tensor run_hooks(const TensorHooks& hooks, Tensor grad);
+// anomaly.cpp: fills node.anomaly (called for every new node while anomaly mode is on), and
+// throws when `grad`, node's gradient for its input i, contains NaN
+void record_anomaly_metadata(Node& node);
+void check_anomaly(const Node& node, std::size_t input, const Tensor& grad);
+}  // namespace detail
 
 }  // namespace xgrad

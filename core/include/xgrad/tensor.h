@@ -8,11 +8,14 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "xgrad/arg_types.h"
@@ -24,6 +27,26 @@ namespace xgrad {
 struct Node;
 class Generator;
 struct ValuesIndices;  // (values, indices) of max/min along a dim and topk; below Tensor
+namespace detail {
+struct TensorHooks;  // a tensor's gradient hooks (autograd.h)
+}
+
+// What Tensor::register_hook and the nn::Module hook registrations return (torch's
+// RemovableHandle): remove() unregisters the hook. Removing twice, from a copy of the handle,
+// or after the tensor or module is gone does nothing.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    std::function<void()> f = std::move(remove_);
+    remove_ = nullptr;
+    if (f) f();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
 
 // A reference-counted buffer that views alias. Its version counter is bumped by every
 // in-place op on any view of it; tensors saved for backward remember the version they saw.
@@ -49,10 +72,11 @@ struct TensorImpl {
   Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
-  bool requires_grad = false;        // for leaves; a tensor with grad_fn always requires grad
-  bool retains_grad = false;         // non-leaf asked to keep its .grad (retain_grad())
-  std::shared_ptr<TensorImpl> grad;  // accumulated gradient (leaves, retained non-leaves)
-  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor, if recorded
+  bool requires_grad = false;                  // for leaves; a tensor with grad_fn always requires grad
+  bool retains_grad = false;                   // non-leaf asked to keep its .grad (retain_grad())
+  std::shared_ptr<TensorImpl> grad;            // accumulated gradient (leaves, retained non-leaves)
+  std::shared_ptr<Node> grad_fn;               // the op that produced this tensor, if recorded
+  std::shared_ptr<detail::TensorHooks> hooks;  // a leaf's register_hook()s (a non-leaf's are on grad_fn)
   // A view's root base, and the storage version its grad_fn was made at: once the storage is
   // written, grad_fn is regenerated from the base's (core/src/inplace.cpp explains).
   std::shared_ptr<TensorImpl> view_base;
@@ -109,6 +133,16 @@ class Tensor {
   // loss.backward() for a one-element tensor; t.backward(grad) otherwise.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const;  // same storage, no history
+  // torch's t.register_hook(fn): during backward (and autograd::grad) fn(grad) sees the gradient
+  // flowing into this tensor and may return a replacement of the same shape and dtype; an
+  // undefined Tensor, or a fn returning void, keeps it. Several hooks run in registration order.
+  // On a leaf the hooks see the gradient summed over the pass, before it is accumulated into
+  // .grad(); on a non-leaf they see it before it reaches the op that produced the tensor, and
+  // retain_grad() keeps it at torch 1.13's place: after the hooks if one was registered before
+  // retain_grad(), else before them. Throws for a tensor that does not require grad.
+  template <class F>
+  RemovableHandle register_hook(F&& fn) const;
+  RemovableHandle register_hook_fn(std::function<Tensor(const Tensor&)> fn) const;
   // torch's `x.data = new_data`: this tensor (every handle to it) now sees new_data's storage,
   // shape, strides, offset and dtype; its autograd identity stays (requires_grad, grad_fn,
   // .grad, retains_grad), no history is recorded, and it is no longer a view of its old base.
@@ -289,6 +323,18 @@ struct ValuesIndices {
   Tensor values;
   Tensor indices;  // int64
 };
+
+template <class F>
+RemovableHandle Tensor::register_hook(F&& fn) const {
+  if constexpr (std::is_void_v<std::invoke_result_t<F&, const Tensor&>>) {
+    return register_hook_fn([f = std::forward<F>(fn)](const Tensor& grad) mutable {
+      f(grad);
+      return Tensor();
+    });
+  } else {
+    return register_hook_fn(std::forward<F>(fn));
+  }
+}
 
 // Prints like PyTorch: tensor([[ 0.3374, -0.1778], ...], grad_fn=<SoftmaxBackward0>)
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

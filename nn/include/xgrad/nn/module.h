@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/autograd.h"
 #include "xgrad/io/safetensors.h"
 #include "xgrad/tensor.h"
 
@@ -76,14 +78,71 @@ struct LoadResult {
 class Module {
  public:
   Module() = default;
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;             // parameters are shared handles: a copy would
   Module& operator=(const Module&) = delete;  // silently alias them
 
   // ---- calling: modules whose forward takes and returns one tensor override this one;
   // Sequential chains them. The default throws.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // Calling a module (also through a ModuleHolder, and Sequential's calls) runs its hooks
+  // around forward; with none registered and anomaly mode off it is forward itself.
+  Tensor operator()(const Tensor& input) {
+    if (!hooks_ && !autograd::AnomalyMode::is_enabled()) return forward(input);
+    return call_with_hooks(input);
+  }
+
+  // ---- hooks (torch 1.13's, called in its order: forward pre-hooks, forward, forward hooks;
+  // full backward hooks once the gradient w.r.t. the module's input is known). Each returns a
+  // handle whose remove() unregisters it; hooks of one kind run in registration order.
+  //
+  // hook(module, input) -> Tensor: an undefined result (or a void hook) keeps the input, any
+  // other replaces it for forward and for the later hooks.
+  using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+  // hook(module, input, output) -> Tensor: likewise for the output (input is what forward got).
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  // hook(module, grad_input, grad_output) -> std::vector<Tensor>: the gradients with respect to
+  // the module's input and output (one each here; grad_input[0] undefined when the input does
+  // not require grad). A non-empty result replaces grad_input (same count, same shape) for the
+  // later hooks and for what flows on to the input; an empty one (or a void hook) keeps it.
+  // Calls made with grad mode off, or whose output does not require grad, run no backward hook.
+  // As torch does, the input and output are wrapped in identity nodes
+  // (BackwardHookFunctionBackward) that collect these gradients.
+  using FullBackwardHook = std::function<std::vector<Tensor>(
+      Module& module, const std::vector<Tensor>& grad_input, const std::vector<Tensor>& grad_output)>;
+  template <class F>
+  RemovableHandle register_forward_pre_hook(F&& hook) {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, Module&, const Tensor&>>)
+      return add_forward_pre_hook([h = std::forward<F>(hook)](Module& m, const Tensor& in) mutable {
+        h(m, in);
+        return Tensor();
+      });
+    else return add_forward_pre_hook(std::forward<F>(hook));
+  }
+  template <class F>
+  RemovableHandle register_forward_hook(F&& hook) {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, Module&, const Tensor&, const Tensor&>>)
+      return add_forward_hook(
+          [h = std::forward<F>(hook)](Module& m, const Tensor& in, const Tensor& out) mutable {
+            h(m, in, out);
+            return Tensor();
+          });
+    else return add_forward_hook(std::forward<F>(hook));
+  }
+  template <class F>
+  RemovableHandle register_full_backward_hook(F&& hook) {
+    using GradList = std::vector<Tensor>;
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, Module&, const GradList&, const GradList&>>)
+      return add_full_backward_hook([h = std::forward<F>(hook)](Module& m, const GradList& grad_input,
+                                                                const GradList& grad_output) mutable {
+        h(m, grad_input, grad_output);
+        return GradList();
+      });
+    else return add_full_backward_hook(std::forward<F>(hook));
+  }
+  RemovableHandle add_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle add_forward_hook(ForwardHook hook);
+  RemovableHandle add_full_backward_hook(FullBackwardHook hook);
 
   // ---- registration (in the constructor). Names are unique within a module and contain no
   // '.'. register_parameter makes `tensor` a leaf that requires grad (unless told otherwise)
@@ -149,6 +208,8 @@ class Module {
   std::string repr() const;
 
  private:
+  struct Hooks;  // module.cpp
+  Tensor call_with_hooks(const Tensor& input);
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const char* what, const std::string& name) const;
   template <class F>
@@ -163,6 +224,7 @@ class Module {
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<Hooks> hooks_;  // made by the first registration
 };
 
 // A shared handle to a submodule that is callable like the Python attribute, so a forward
@@ -177,7 +239,7 @@ class ModuleHolder : public std::shared_ptr<M> {
   ModuleHolder(std::shared_ptr<M> module) : std::shared_ptr<M>(std::move(module)) {}  // NOLINT
   Tensor operator()(const Tensor& input) const {
     if (!*this) throw Error("ModuleHolder: calling an empty module handle (not registered yet?)");
-    return this->get()->forward(input);
+    return static_cast<Module&>(*this->get())(input);
   }
 };
 
