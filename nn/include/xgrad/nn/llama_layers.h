@@ -20,11 +20,12 @@ class SiLU : public Module {
 // torch.nn.RMSNorm (torch 2.4): over the trailing `normalized_shape` dims,
 //   y = x * rsqrt(mean(x^2) + eps) * weight
 // with eps = std::nullopt meaning the machine epsilon of x's dtype (torch.finfo(x.dtype).eps)
-// and weight = 1 at init. Composed of recorded ops, so its backward is differentiable.
+// and weight = 1 at init. Composed of recorded ops (pow, mean, rsqrt, mul): no backward of its own.
 // reference: Zhang & Sennrich 2019, https://pytorch.org/docs/stable/generated/torch.nn.RMSNorm.html
-// The book's hand-written RMSNorm(emb_dim, eps=1e-5) computes the same over the last dim with
-// eps 1e-5 and always a weight; its Llama 3.2 code uses nn.RMSNorm(emb_dim, eps=1e-5), which
-// is RMSNorm(emb_dim, 1e-5) here.
+// The book's hand-written RMSNorm(emb_dim, eps=1e-5) (converting-gpt-to-llama2) differs from torch's
+// module in its defaults only: it normalises over the last dim, its eps defaults to 1e-5 (torch's
+// to None, the dtype's epsilon) and it always has a weight; same math, same parameter name
+// `weight`. Its Llama 3.2 code uses nn.RMSNorm(emb_dim, eps=1e-5), which is RMSNorm(emb_dim, 1e-5).
 class RMSNorm : public Module {
  public:
   explicit RMSNorm(int64_t normalized_shape, std::optional<double> eps = std::nullopt,
