@@ -213,6 +213,15 @@ TEST(LlamaParts, ApplyRoPEFloat64InputWithFloat32Tables) {
   expect_close(y, apply_rope(x, rope.cos.to(kFloat64), rope.sin.to(kFloat64), 2), 0, 0, "promoted tables");
 }
 
+TEST(LlamaParts, ApplyRoPEOnTheAttentionsTransposedView) {
+  // queries arrive as (b, T, H, D).transpose(1, 2): a non-contiguous view
+  RoPEParams rope = compute_rope_params(8, 10000, 16);
+  Tensor q = randn({2, 5, 3, 8}).transpose(1, 2);  // (b, H, T, D)
+  ASSERT_FALSE(q.is_contiguous());
+  expect_close(apply_rope(q, rope.cos, rope.sin, 4), apply_rope(q.contiguous(), rope.cos, rope.sin, 4), 0, 0,
+               "view vs contiguous");
+}
+
 TEST(LlamaParts, RoPERotatesPairsAndDependsOnRelativePositionOnly) {
   manual_seed(11);
   RoPEParams rope = compute_rope_params(16, 10000, 32, std::nullopt, kFloat64);
