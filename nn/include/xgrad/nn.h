@@ -10,6 +10,8 @@
 //   transformer.h  GPTConfig, FeedForward, TransformerBlock
 //   sampling.h     SamplingOptions, sample_token: the next token from a row of logits
 //   gpt.h          GPTModel, KVCache, GPTModel::generate
+//   llama_layers.h SiLU, RMSNorm, LlamaFeedForward (SwiGLU)
+//   rope.h         RoPEFreqConfig, RoPEParams, compute_rope_params, apply_rope
 //   loss.h         CrossEntropyLoss, MSELoss
 //   clip_grad.h    nn::utils::clip_grad_norm_, clip_grad_value_
 #pragma once
@@ -20,7 +22,9 @@
 #include "xgrad/nn/init.h"
 #include "xgrad/nn/layers.h"
 #include "xgrad/nn/linear.h"
+#include "xgrad/nn/llama_layers.h"
 #include "xgrad/nn/loss.h"
 #include "xgrad/nn/module.h"
+#include "xgrad/nn/rope.h"
 #include "xgrad/nn/sampling.h"
 #include "xgrad/nn/transformer.h"
