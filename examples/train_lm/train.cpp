@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <new>
 
 #include "world.h"
 #include "xgrad/autograd.h"
@@ -347,16 +346,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         last_saved = step_;
       }
     }
-  } catch (const std::bad_alloc&) {
+  } catch (const xgrad::OutOfMemory& e) {
     if (progress) progress->finish();
-    xgrad::fail("train", "out of memory (std::bad_alloc) at step ", step_ + 1, " during the ", phase,
+    xgrad::fail("train", "out of memory at step ", step_ + 1, " during the ", phase, ": ", e.what(),
                 " (--batch-size ", o_.batch_size, ", --context-length ", o_.model.context_length,
                 "); lower --batch-size or --context-length");
-  } catch (const xgrad::Error& e) {
-    if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
-    if (progress) progress->finish();
-    xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ", o_.batch_size,
-                ", --context-length ", o_.model.context_length, "); lower --batch-size or --context-length");
   }
   profile.finish();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) save_and_say();
