@@ -6,7 +6,6 @@
 
 #include "xgrad/error.h"
 #include "xgrad/io/file.h"
-#include "xgrad/ops.h"
 #include "xgrad/text/utf8.h"
 
 namespace xgrad_examples {
@@ -99,33 +98,6 @@ Corpus make_corpus(const std::string& text, int64_t context_length, const std::s
                 "; use a longer corpus (about 10 x ", window, " = ", 10 * window, " ", units,
                 " at least) or a smaller --context-length");
   return c;
-}
-
-BatchSampler::BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length,
-                           uint64_t seed, std::string split)
-    : tokens_(tokens), batch_size_(batch_size), context_length_(context_length), gen_(seed) {
-  if (batch_size <= 0) xgrad::fail("BatchSampler", "batch_size must be positive, got ", batch_size);
-  if (context_length <= 0)
-    xgrad::fail("BatchSampler", "context_length must be positive, got ", context_length);
-  if (static_cast<int64_t>(tokens->size()) < context_length + 1)
-    xgrad::fail("BatchSampler", "the ", split, " split has ", tokens->size(),
-                " tokens, fewer than one window of context_length + 1 = ", context_length + 1);
-}
-
-Batch BatchSampler::next() {
-  const int64_t B = batch_size_, T = context_length_;
-  // reference: nanoGPT train.py get_batch: ix = torch.randint(len(data) - block_size, (B,))
-  std::vector<int64_t> starts(static_cast<std::size_t>(B));
-  gen_.random_int(starts.data(), B, 0, static_cast<int64_t>(tokens_->size()) - T);
-  Batch b{xgrad::empty({B, T}, xgrad::kInt64), xgrad::empty({B, T}, xgrad::kInt64)};
-  int64_t* x = b.x.data_ptr<int64_t>();  // (B, T)
-  int64_t* y = b.y.data_ptr<int64_t>();  // (B, T)
-  for (int64_t i = 0; i < B; ++i) {
-    const int64_t* w = tokens_->data() + starts[static_cast<std::size_t>(i)];  // T + 1 tokens
-    std::copy(w, w + T, x + i * T);
-    std::copy(w + 1, w + T + 1, y + i * T);
-  }
-  return b;
 }
 
 }  // namespace xgrad_examples

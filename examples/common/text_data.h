@@ -1,10 +1,9 @@
 // examples/common/text_data.h: the data of a language model trained on a text file, as
-// nanoGPT's prepare.py and get_batch: the corpus, its tokenizer (xgrad::text's char, GPT-2 BPE
-// or a BPE learnt from the corpus), the 90/10 split and random batches of windows.
+// nanoGPT's prepare.py: the corpus, its tokenizer (xgrad::text's char, GPT-2 BPE or a BPE
+// learnt from the corpus) and the 90/10 split. Batches come from a data::DataLoader over a
+// text::GPTDataset of a split (xgrad/text/gpt_dataset.h).
 //
 //   Corpus c = make_corpus(read_corpus("data/moby_dick.txt"), 64, "data/moby_dick.txt");
-//   BatchSampler batches(&c.split.train, /*batch_size=*/32, /*context_length=*/64, /*seed=*/1);
-//   Batch b = batches.next();  // b.x, b.y: (32, 64) int64, y = x shifted left by one
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,8 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "xgrad/random.h"
-#include "xgrad/tensor.h"
 #include "xgrad/text/tokenizer.h"
 
 namespace xgrad_examples {
@@ -53,27 +50,6 @@ struct Corpus {
 // context_length + 1 tokens. Without a tokenizer, the CharTokenizer of `text`.
 Corpus make_corpus(const std::string& text, int64_t context_length, const std::string& source,
                    std::shared_ptr<const Tokenizer> tokenizer = nullptr);
-
-struct Batch {
-  xgrad::Tensor x;  // (B, T) int64
-  xgrad::Tensor y;  // (B, T) int64, x shifted left by one
-};
-
-// nanoGPT's get_batch: B random windows of T + 1 tokens, starts drawn with
-// torch.randint(len(data) - T, (B,)) from the sampler's own generator (saved in checkpoints,
-// so a resumed run draws the same batches). All the trainer's batches come from here.
-class BatchSampler {
- public:
-  BatchSampler(const std::vector<int64_t>* tokens, int64_t batch_size, int64_t context_length, uint64_t seed,
-               std::string split = "train");
-  Batch next();
-  xgrad::Generator& generator() { return gen_; }
-
- private:
-  const std::vector<int64_t>* tokens_;
-  int64_t batch_size_, context_length_;
-  xgrad::Generator gen_;
-};
 
 // "characters" for the char tokenizer, "tokens" for the others (in messages).
 const char* token_unit(const Tokenizer& t);

@@ -3,9 +3,7 @@
 // never overwrites an existing file.
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "train.h"
 #include "world.h"
@@ -53,13 +51,12 @@ int train_in_world(TrainOptions o) {
     set_threads(o.threads);
     const fs::path root = o.checkpoint_dir;
 
-    // 1. the checkpoint to resume, or the proof that we would not overwrite one
+    // 1. the checkpoint to resume, or the proof that we would not overwrite one; a directory a
+    // failed first run left (a metrics file, no checkpoint) starts again
     std::optional<io::Checkpoint> ck;
     std::optional<SavedModel> saved;
     std::error_code ec;
-    const std::optional<fs::path> existing =
-        fs::exists(root, ec) ? io::find_checkpoint(root, kModelFile) : std::nullopt;
-    // a directory a failed first run left (a metrics file, no checkpoint) starts again
+    const auto existing = fs::exists(root, ec) ? io::find_checkpoint(root, kModelFile) : std::nullopt;
     const bool failed_first_run =
         !existing && fs::exists(o.metrics_path(), ec) && metrics_in_checkpoint_dir(o);
     if (o.resume && existing) {
@@ -67,13 +64,12 @@ int train_in_world(TrainOptions o) {
       saved = read_saved_model(*ck);
       merge_saved_options(o, read_saved_options(*ck), saved->config);
     } else if (o.resume && !failed_first_run) {
-      return error_exit(
-          "--resume: no checkpoint in " + root.string() + " (train without --resume to start one)", 1);
+      return error_exit("--resume: no checkpoint in " + root.string() +
+                        " (train without --resume to start one)");
     } else if (existing) {
       return error_exit("checkpoint directory " + root.string() +
-                            " already holds a checkpoint; pass --resume to continue it, or choose "
-                            "another --checkpoint-dir",
-                        1);
+                        " already holds a checkpoint; pass --resume to continue it, or choose another "
+                        "--checkpoint-dir");
     }
     validate(o);  // again: a --resume run (parse_cli left it to us) has merged the checkpoint's
     if (auto problem = launch_problem(built_with_mpi(), launcher_world_size(), o.batch_size)) {
@@ -84,44 +80,41 @@ int train_in_world(TrainOptions o) {
 
     // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
     // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
-    std::string text = read_corpus(o.data);
-    std::shared_ptr<const Tokenizer> tokenizer = saved && saved->tokenizer->kind() != "char"
-                                                     ? saved->tokenizer
-                                                     : make_tokenizer(o.tokenizer, text, o.data);
-    Corpus corpus = make_corpus(text, o.model.context_length, o.data, tokenizer);
-    spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tokenizer->kind(),
-                 tokenizer->vocab_size(), text.size(), corpus.split.train.size() + corpus.split.val.size());
-    text.clear();
-    text.shrink_to_fit();
+    Corpus corpus = [&] {
+      const std::string text = read_corpus(o.data);
+      auto tok = saved && saved->tokenizer->kind() != "char" ? saved->tokenizer
+                                                             : make_tokenizer(o.tokenizer, text, o.data);
+      Corpus c = make_corpus(text, o.model.context_length, o.data, tok);
+      spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tok->kind(),
+                   tok->vocab_size(), text.size(), c.split.train.size() + c.split.val.size());
+      return c;
+    }();
 
     // 3. memory, before anything is allocated
     o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
-    const GPTConfig& full = o.model;
-    const MemoryEstimate mem = estimate_training_memory(full, o.batch_size);
+    const MemoryEstimate mem = estimate_training_memory(o.model, o.batch_size);
     const std::optional<double> available = available_memory_bytes();
     if (auto problem = memory_problem(o.model, o.batch_size, mem, available)) throw ConfigError(*problem);
     if (o.dry_run) {
       if (world().is_main())
         std::cout << "dry run: "
                   << (ck ? "would resume " + ck->dir.string() : "would start a new run in " + root.string())
-                  << "; corpus " << o.data << " (vocabulary " << full.vocab_size << ")\n"
+                  << "; corpus " << o.data << " (vocabulary " << o.model.vocab_size << ")\n"
                   << describe_memory(mem, available) << "\nnothing was written" << std::endl;
       return 0;
     }
     spdlog::info("{}", describe_memory(mem, available));
 
     // 4. writable outputs, before any training time is spent (rank 0 writes them all, once
-    // every rank has looked at the directory)
+    // every rank has looked at the directory); the metrics of a run that stopped before its
+    // first checkpoint (NaN loss, out of memory, killed) are kept under a new name
     world_barrier();
     if (world().is_main()) {
       io::check_writable_dir(root);
-      // a metrics file left by a run that stopped before its first checkpoint (NaN loss, out
-      // of memory, killed) is kept under a new name, and the directory starts again
       if (failed_first_run && fs::exists(o.metrics_path(), ec))
         spdlog::warn(
-            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint are "
-            "kept as {}; "
-            "starting from step 0",
+            "{} holds no checkpoint: the metrics of the run that stopped before its first checkpoint "
+            "are kept as {}; starting from step 0",
             o.checkpoint_dir, MetricsLog::set_aside(o.metrics_path()).string());
     }
     Trainer trainer(o, std::move(corpus));
@@ -134,10 +127,10 @@ int train_in_world(TrainOptions o) {
     std::optional<MetricsLog> metrics;
     if (world().is_main()) metrics.emplace(o.metrics_path(), trainer.step() > 0 ? trainer.step() : -1);
     if (metrics && !metrics->note().empty()) spdlog::warn("{}", metrics->note());
-    const auto& m = trainer.options().model;
+    const GPTConfig& m = o.model;
     spdlog::info(
-        "model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); "
-        "batch {}{} x {} micro-batches, {} steps, lr {} -> {}",
+        "model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); batch {}{} x {} "
+        "micro-batches, {} steps, lr {} -> {}",
         m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.model().num_parameters(),
         o.batch_size, world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
         o.grad_accum, o.steps, o.lr, o.min_lr);
@@ -148,18 +141,17 @@ int train_in_world(TrainOptions o) {
 
     std::optional<Progress> progress;
     if (world().is_main()) progress.emplace(o.steps, o.progress && Progress::stdout_is_terminal(), 10);
-    TrainResult r = trainer.train(progress ? &*progress : nullptr, metrics ? &*metrics : nullptr);
+    const TrainResult r = trainer.train(progress ? &*progress : nullptr, metrics ? &*metrics : nullptr);
     if (metrics) try {
-        fs::path plot = plot_loss_curve(metrics->rows(), metrics->path());
-        spdlog::info("metrics: {}, loss curve: {}", metrics->path().string(), plot.string());
+        spdlog::info("metrics: {}, loss curve: {}", metrics->path().string(),
+                     plot_loss_curve(metrics->rows(), metrics->path()).string());
       } catch (const std::exception& e) {
         spdlog::warn("could not plot the loss curve: {}", e.what());
       }
     if (r.nan_stop) {
-      std::optional<fs::path> last = io::find_checkpoint(root, kModelFile);
+      const std::optional<fs::path> last = io::find_checkpoint(root, kModelFile);
       return error_exit("training stopped: the loss is not finite. The last good checkpoint is " +
-                            (last ? last->string() : std::string("(none yet)")),
-                        1);
+                        (last ? last->string() : std::string("(none yet)")));
     }
     spdlog::info("done: step {}{}", r.step,
                  r.last_checkpoint ? ", checkpoint " + r.last_checkpoint->string() : "");
@@ -200,8 +192,9 @@ int run_generate(const GenerateOptions& o) {
       xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
     }
     xgrad::Generator gen(o.seed);
-    std::vector<int64_t> ids = generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen, o.kv_cache);
-    std::cout << saved.tokenizer->decode(ids) << std::endl;
+    std::cout << saved.tokenizer->decode(
+                     generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen, o.kv_cache))
+              << std::endl;
     return 0;
   });
 }
@@ -212,15 +205,9 @@ int run_tokenize(const TokenizeOptions& o) {
     std::shared_ptr<const Tokenizer> tok = make_tokenizer(o.tokenizer, text, o.data);
     const std::vector<int64_t> ids = tok->encode(text);
     std::string line;
-    line.reserve(ids.size() * 6);
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (i) line += ' ';
-      line += std::to_string(ids[i]);
-    }
-    line += '\n';
-    std::cout.write(line.data(), static_cast<std::streamsize>(line.size()));
-    std::cout.flush();
-    if (!std::cout) return error_exit("tokenize: cannot write the ids to stdout", 1);
+    for (const int64_t id : ids) (line += line.empty() ? "" : " ") += std::to_string(id);
+    std::cout << line << std::endl;
+    if (!std::cout) return error_exit("tokenize: cannot write the ids to stdout");
     return 0;
   });
 }

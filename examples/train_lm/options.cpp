@@ -50,11 +50,6 @@ void for_each_model_field(F&& f) {
   });
 }
 
-template <class C, class F>
-void for_each_model_flag(C& c, F&& f) {
-  for_each_model_field([&](const Flag& flag, auto member) { f(flag, c.*member); });
-}
-
 template <class S, class F>
 void for_each_sampling_flag(S& s, int attrs, F&& f) {
   f(Flag{"temperature", "sampling temperature; 0 = greedy", attrs, reals(0, 1e6)}, s.temperature);
@@ -65,13 +60,30 @@ void for_each_sampling_flag(S& s, int attrs, F&& f) {
     s.top_p);
 }
 
+template <class S, class F>
+void for_each_tokenizer_flag(S& s, F&& f) {
+  f(Flag{"tokenizer",
+         "char (one token per character of the corpus), gpt2 (GPT-2's BPE, files from "
+         "scripts/get_gpt2_vocab.sh) or bpe (a BPE learnt from the corpus)",
+         kSaved | kShowDefault},
+    s.kind);
+  f(Flag{"gpt2-vocab", "directory with GPT-2's vocab.bpe and encoder.json", kShowDefault}, s.gpt2_vocab_dir);
+  f(Flag{"bpe-merges", "--tokenizer bpe: merges to learn (vocabulary 256 + merges)", kSaved | kShowDefault,
+         ints(0, 1e6)},
+    s.bpe_merges);
+  f(Flag{"bpe-file",
+         "--tokenizer bpe: load the merges from this file (BPETokenizer::save's JSON) instead of learning "
+         "them"},
+    s.bpe_file);
+}
+
 // Every `train` flag, in --help order: f(flag, field). O is TrainOptions, or const
 // TrainOptions to read.
 template <class O, class F>
 void for_each_train_flag(O& o, F&& f) {
   const int saved = kSaved | kShowDefault;
   f(Flag{"preset", "model size preset: tiny, small or medium", saved}, o.preset);
-  for_each_model_flag(o.model, f);
+  for_each_model_field([&](const Flag& flag, auto member) { f(flag, o.model.*member); });
   f(Flag{"batch-size", "sequences per step (preset)", kSaved | kPreset, ints(1, 1e12)}, o.batch_size);
   f(Flag{"grad-accum", "micro-batches of --batch-size per optimizer step (gradient accumulation)", saved,
          ints(1, 1e6)},
@@ -110,23 +122,7 @@ void for_each_train_flag(O& o, F&& f) {
          "<checkpoint-dir>/profile_trace.json; 0 = off",
          kShowDefault, ints(0, kBig)},
     o.profile);
-}
-
-template <class S, class F>
-void for_each_tokenizer_flag(S& s, F&& f) {
-  f(Flag{"tokenizer",
-         "char (one token per character of the corpus), gpt2 (GPT-2's BPE, files from "
-         "scripts/get_gpt2_vocab.sh) or bpe (a BPE learnt from the corpus)",
-         kSaved | kShowDefault},
-    s.kind);
-  f(Flag{"gpt2-vocab", "directory with GPT-2's vocab.bpe and encoder.json", kShowDefault}, s.gpt2_vocab_dir);
-  f(Flag{"bpe-merges", "--tokenizer bpe: merges to learn (vocabulary 256 + merges)", kSaved | kShowDefault,
-         ints(0, 1e6)},
-    s.bpe_merges);
-  f(Flag{"bpe-file",
-         "--tokenizer bpe: load the merges from this file (BPETokenizer::save's JSON) instead of learning "
-         "them"},
-    s.bpe_file);
+  for_each_tokenizer_flag(o.tokenizer, f);
 }
 
 template <class O, class F>
@@ -176,7 +172,6 @@ std::string check_flag_text(const std::string& flag, const std::string& text) {
   TrainOptions t;
   GenerateOptions g;
   for_each_train_flag(t, check);
-  for_each_tokenizer_flag(t.tokenizer, check);
   for_each_generate_flag(g, check);
   return problem;
 }
@@ -193,7 +188,6 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   TokenizeOptions k;
   CLI::App* train = app.add_subcommand("train", "train (or --resume) a model on a text corpus");
   for_each_train_flag(t, add_to(train));
-  for_each_tokenizer_flag(t.tokenizer, add_to(train));
   CLI::App* gen = app.add_subcommand("generate", "sample text from a checkpoint");
   for_each_generate_flag(g, add_to(gen));
   CLI::App* tokenize =
@@ -239,16 +233,9 @@ CliParse parse_cli(const std::vector<std::string>& args) {
 
 int run_cli(const std::vector<std::string>& args) {
   CliParse p = parse_cli(args);
-  switch (p.kind) {
-    case CliParse::kTrain:
-      return run_train(std::move(p.train));
-    case CliParse::kGenerate:
-      return run_generate(p.generate);
-    case CliParse::kTokenize:
-      return run_tokenize(p.tokenize);
-    case CliParse::kExit:
-      break;
-  }
+  if (p.kind == CliParse::kTrain) return run_train(std::move(p.train));
+  if (p.kind == CliParse::kGenerate) return run_generate(p.generate);
+  if (p.kind == CliParse::kTokenize) return run_tokenize(p.tokenize);
   return p.exit_code;
 }
 
@@ -309,7 +296,6 @@ nlohmann::json train_options_to_json(const TrainOptions& o) {
     if (flag.attrs & kSaved) j[flag.name] = field;
   };
   for_each_train_flag(o, save);
-  for_each_tokenizer_flag(o.tokenizer, save);
   return j;
 }
 
@@ -350,7 +336,6 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
     }
   };
   for_each_train_flag(o, take);
-  for_each_tokenizer_flag(o.tokenizer, take);
   // the tokenizer itself comes from the checkpoint (run_train); a different kind is an error
   const std::string kind = saved.contains("tokenizer") && saved["tokenizer"].is_string()
                                ? saved["tokenizer"].get<std::string>()

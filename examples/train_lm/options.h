@@ -1,12 +1,8 @@
 // examples/train_lm/options.h: the configuration (nanoGPT's config block and configurator):
 // the options of `train`, `generate` and `tokenize`, the presets, the command line (CLI11) and
-// the JSON a checkpoint keeps, so `--resume` continues with the same options.
-//
-// Every setting has one source. A model flag is a row of GPTConfig's field table
-// (xgrad/nn/transformer.h: name, range, meaning), and a model is valid when nn::validate
-// says so; every other `train` flag is one row of for_each_train_flag (options.cpp): name,
-// field, help, whether the checkpoint keeps it, range. The command line, --resume's merge,
-// validation and the JSON all walk these two tables.
+// the JSON a checkpoint keeps. Every setting has one source: a model flag is a row of
+// GPTConfig's field table (xgrad/nn/transformer.h), every other flag a row of a table in
+// options.cpp; the command line, --resume's merge, validation and the JSON walk them.
 #pragma once
 #include <cstdint>
 #include <set>

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <new>
 
 #include "world.h"
 #include "xgrad/autograd.h"
@@ -23,56 +22,54 @@ using xgrad::Tensor;
 namespace io = xgrad::io;
 namespace nn = xgrad::nn;
 namespace optim = xgrad::optim;
+namespace data = xgrad::data;
 
 namespace {
 
 constexpr const char* kFormat = "xgrad-train_lm";
 
 // Seeds derived from --seed for the independent random streams.
-uint64_t batch_seed(uint64_t seed) { return seed + 1; }
+uint64_t data_seed(uint64_t seed) { return seed + 1; }
 uint64_t eval_seed(uint64_t seed, bool val) { return seed + (val ? 3 : 2); }
 uint64_t sample_seed(uint64_t seed) { return seed + 4; }
 
-// Checkpoints of format_version 1 and 2 saved AdamW's state by parameter name: tensors
-// "optim.<param>.<key>" and metadata "optimizer" = {"type", "param_groups": [{"options",
-// "params": [names]}]}. The flat index of a name is its place in the Trainer's groups
-// (matrices first, then the rest, each in named_parameters() order). The options are the
-// training options' (Trainer::load), so they are not read.
-optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, const nn::Module& model,
-                                             const std::string& file) {
+// Format versions 1 and 2 kept AdamW's state by parameter name, "optim.<param>.<key>": the
+// flat index of a name is its place in the Trainer's groups (matrices first, then the rest,
+// each in named_parameters() order), which `built` (the optimizer's state_dict()) lists.
+optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, optim::OptimizerState built,
+                                             const nn::Module& model, const std::string& file) {
   std::map<std::string, int64_t> index_of;
-  const auto named = model.named_parameters();
   for (bool matrices : {true, false})
-    for (const auto& [name, p] : named)
+    for (const auto& [name, p] : model.named_parameters())
       if ((p.dim() >= 2) == matrices) index_of.emplace(name, static_cast<int64_t>(index_of.size()));
-  auto index = [&](const std::string& name, const char* what) {
-    auto it = index_of.find(name);
-    if (it == index_of.end())
-      xgrad::fail("checkpoint", file, ": ", what, name, "', which this model does not have");
-    return it->second;
-  };
-  optim::OptimizerState os;
-  try {
-    auto it = state.metadata.find("optimizer");
-    if (it == state.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no 'optimizer'");
-    const nlohmann::json oj = nlohmann::json::parse(it->second);
-    os.type = oj.at("type").get<std::string>();
-    for (const auto& g : oj.at("param_groups")) {
-      optim::ParamGroupState pg;
-      for (const auto& name : g.at("params"))
-        pg.params.push_back(index(name.get<std::string>(), "the optimizer state names parameter '"));
-      os.param_groups.push_back(std::move(pg));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    xgrad::fail("checkpoint", file, ": metadata 'optimizer' is malformed (", e.what(), ")");
-  }
+  built.state.clear();
   for (const auto& [name, t] : state.tensors) {
     const auto dot = name.rfind('.');
-    if (name.rfind("optim.", 0) != 0 || dot == std::string::npos || dot <= 6)
-      xgrad::fail("checkpoint", file, ": unexpected tensor '", name, "'");
-    os.state[index(name.substr(6, dot - 6), "tensor for parameter '")][name.substr(dot + 1)] = t;
+    const std::string param = name.starts_with("optim.") && dot > 6 ? name.substr(6, dot - 6) : "";
+    const auto it = index_of.find(param);
+    if (it == index_of.end())
+      xgrad::fail("checkpoint", file, ": tensor '", name, "' is for parameter '", param,
+                  "', which this model does not have");
+    built.state[it->second][name.substr(dot + 1)] = t;
   }
-  return os;
+  return built;
+}
+
+// Every window of context_length + 1 tokens of a split (stride 1): nanoGPT's get_batch draws
+// its windows from these.
+std::shared_ptr<xgrad::text::GPTDataset> windows(const std::vector<int64_t>& ids, int64_t context_length) {
+  return std::make_shared<xgrad::text::GPTDataset>(ids, context_length, 1);
+}
+
+// A loader's options: batches from `sampler`, or shuffled with the last partial batch dropped.
+data::DataLoaderOptions loader_options(int64_t batch_size, xgrad::Generator* gen,
+                                       std::shared_ptr<const data::Sampler<int64_t>> sampler = nullptr) {
+  data::DataLoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = o.drop_last = !sampler;
+  o.sampler = std::move(sampler);
+  o.generator = gen;
+  return o;
 }
 
 CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
@@ -85,8 +82,16 @@ CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
 Trainer::Trainer(TrainOptions o, Corpus corpus)
     : o_(std::move(o)),
       corpus_(std::move(corpus)),
-      train_batches_(&corpus_.split.train, o_.batch_size, o_.model.context_length, batch_seed(o_.seed),
-                     "train") {
+      train_windows_(windows(corpus_.split.train, o_.model.context_length)),
+      val_windows_(windows(corpus_.split.val, o_.model.context_length)),
+      data_gen_(data_seed(o_.seed)),
+      train_loader_(train_windows_, loader_options(o_.batch_size, &data_gen_)),
+      epoch_rng_(data_gen_.get_state()) {
+  if (train_loader_.size() == 0)
+    xgrad::fail("train", "the training split has ", train_windows_->size(),
+                " windows of --context-length + 1 = ", o_.model.context_length + 1,
+                " tokens, fewer than one batch (--batch-size ", o_.batch_size,
+                "); use a longer corpus or a smaller --batch-size");
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();  // GPTModel validates the config
   xgrad::manual_seed(o_.seed);
   model_ = std::make_shared<nn::GPTModel>(o_.model);
@@ -96,17 +101,9 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
   std::vector<Tensor> decay, no_decay;
   for (const auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  optim::AdamWOptions base{.lr = o_.lr,
-                           .betas = {o_.beta1, o_.beta2},
-                           .eps = 1e-8,
-                           .weight_decay = o_.weight_decay,
-                           .amsgrad = false};
-  optim::AdamWOptions nd = base;
-  nd.weight_decay = 0.0;
-  std::vector<optim::AdamW::ParamGroup> groups;
-  if (!decay.empty()) groups.push_back({decay, base});
-  if (!no_decay.empty()) groups.push_back({no_decay, nd});
-  opt_ = std::make_unique<optim::AdamW>(std::move(groups));
+  opt_ = std::make_unique<optim::AdamW>(
+      std::vector<optim::AdamW::ParamGroup>{{decay}, {no_decay, {.weight_decay = 0.0}}},
+      optim::AdamWOptions{.lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .weight_decay = o_.weight_decay});
   sched_ = std::make_unique<optim::WarmupCosineLR>(
       *opt_, optim::WarmupCosineLROptions{
                  .warmup_iters = o_.warmup, .lr_decay_iters = o_.steps, .min_lr = o_.min_lr});
@@ -141,7 +138,9 @@ fs::path Trainer::save() {
                                 {"tokens_seen", std::to_string(tokens_seen_)},
                                 {"elapsed_s", elapsed},
                                 {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
-                                {"rng.batches", io::base64_encode(train_batches_.generator().get_state())}});
+                                {"data.epoch", std::to_string(epoch_)},
+                                {"data.batch", std::to_string(batch_in_epoch_)},
+                                {"rng.data", io::base64_encode(epoch_rng_)}});
   return io::save_checkpoint(
       o_.checkpoint_dir, step_,
       {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
@@ -157,11 +156,13 @@ void Trainer::load(const io::Checkpoint& ck) {
   // 1. everything is parsed and checked before the model or optimizer changes
   if (meta.str("format") != kFormat)
     xgrad::fail("checkpoint", file, ": format is '", meta.str("format"), "', expected '", kFormat, "'");
+  // from version 2 on both files have header checksums, from 3 on AdamW's state is in optim's
+  // layout (before: by parameter name), from 5 on the loader's position is kept
   const std::string& version = meta.str("format_version");
   if (version.size() != 1 || version[0] < '1' || version[0] > '0' + kCheckpointFormatVersion)
     xgrad::fail("checkpoint", file, ": format_version ", version,
                 " is not supported (this build reads versions 1 to ", kCheckpointFormatVersion, ")");
-  if (version != "1")  // from version 2 on, files are written with header checksums: both must have them
+  if (version != "1")
     for (const char* name : {kModelFile, kTrainStateFile})
       if (!ck.at(name).header_verified)
         xgrad::fail("checkpoint", (ck.dir / name).string(), ": format_version ", version, " but no ",
@@ -179,14 +180,23 @@ void Trainer::load(const io::Checkpoint& ck) {
                 " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
   const int64_t step = meta.count("step"), tokens_seen = meta.count("tokens_seen");
   const double elapsed = meta.seconds("elapsed_s");
-  const auto rng_default = meta.rng_state("rng.default"), rng_batches = meta.rng_state("rng.batches");
+  const auto rng_default = meta.rng_state("rng.default");
+  // the loader's position; before version 5 none: a fresh epoch from --seed
+  const bool has_position = version >= "5";
+  const int64_t epoch = has_position ? meta.count("data.epoch") : 0;
+  const int64_t batch = has_position ? meta.count("data.batch") : 0;
+  const auto rng_data =
+      has_position ? meta.rng_state("rng.data") : xgrad::Generator(data_seed(o_.seed)).get_state();
+  if (batch > train_loader_.size())
+    xgrad::fail("checkpoint", file, ": data.batch ", batch, " is past the ", train_loader_.size(),
+                " batches of an epoch of this corpus");
 
-  optim::OptimizerState os = version >= "3" ? optim::OptimizerState::from(state, file)
-                                            : legacy_optimizer_state(state, *model_, file);
   // The settings are the options' (saved options unless given again): every group's options
   // are those built from them, its lr the schedule's at `step`. What an older checkpoint kept
   // in its groups is not read.
   const optim::OptimizerState built = opt_->state_dict();
+  optim::OptimizerState os = version >= "3" ? optim::OptimizerState::from(state, file)
+                                            : legacy_optimizer_state(state, built, *model_, file);
   for (std::size_t g = 0; g < os.param_groups.size() && g < built.param_groups.size(); ++g) {
     os.param_groups[g].options = built.param_groups[g].options;
     os.param_groups[g].options["lr"] = sched_->lr_at(step, sched_->base_lrs()[g]);
@@ -211,97 +221,111 @@ void Trainer::load(const io::Checkpoint& ck) {
   elapsed_s_ = elapsed;
   sched_->load_state_dict(step_);  // the lrs set above
   xgrad::default_generator().set_state(rng_default);
-  train_batches_.generator().set_state(rng_batches);
+  epoch_ = epoch;
+  start_pass(rng_data, batch);
+}
+
+// ---------------------------------------------------------------- batches
+void Trainer::start_pass(const std::vector<uint8_t>& rng, int64_t batches) {
+  data_gen_.set_state(rng);
+  epoch_rng_ = rng;
+  pass_.emplace(train_loader_.iter());
+  for (batch_in_epoch_ = 0; batch_in_epoch_ < batches; ++batch_in_epoch_) pass_->next();
+}
+
+// The loader's passes one after another; the epoch and batch index count where we are.
+data::Example Trainer::next_batch() {
+  for (;;) {
+    if (!pass_) start_pass(data_gen_.get_state(), 0);
+    if (std::optional<data::Example> b = pass_->next()) {
+      ++batch_in_epoch_;
+      return std::move(*b);
+    }
+    pass_.reset();
+    ++epoch_;
+  }
 }
 
 // ---------------------------------------------------------------- eval
 double Trainer::estimate_loss(const std::string& split) {
   const bool val = split == "val";
-  BatchSampler batches(val ? &corpus_.split.val : &corpus_.split.train, o_.batch_size,
-                       o_.model.context_length, eval_seed(o_.seed, val), split);
+  const std::shared_ptr<xgrad::text::GPTDataset>& windows = val ? val_windows_ : train_windows_;
+  // eval_iters batches of windows drawn with replacement from a fixed seed: the same every call
+  xgrad::Generator gen(eval_seed(o_.seed, val));
+  auto sampler = std::make_shared<data::RandomSampler>(
+      windows->size(),
+      data::RandomSamplerOptions{
+          .replacement = true, .num_samples = o_.eval_iters * o_.batch_size, .generator = &gen});
+  const data::DataLoader batches(windows, loader_options(o_.batch_size, &gen, sampler));
   const bool was_training = model_->is_training();
   model_->eval();
   xgrad::NoGradGuard no_grad;
   double total = 0;
-  for (int64_t i = 0; i < o_.eval_iters; ++i) {
-    const Batch b = batches.next();  // the same global batch on every rank: each takes its rows
-    total += xgrad::cross_entropy_last_dim((*model_)(shard_rows(b.x)), shard_rows(b.y)).item();
-  }
+  for (const data::Example& b : batches)  // the same global batch on every rank: each takes its rows
+    total += xgrad::cross_entropy_last_dim((*model_)(shard_rows(b[0])), shard_rows(b[1])).item();
   model_->train(was_training);
   return mean_over_world(total / static_cast<double>(o_.eval_iters));
 }
 
 // ---------------------------------------------------------------- the loop
+// Forward and backward over grad_accum micro-batches: each mean loss is scaled by 1/grad_accum,
+// so the summed gradients are those of the mean loss over all of them (as nanoGPT). Under
+// mpirun each rank takes its rows of the global batch and DDP's backward averages the
+// gradients over the ranks. Returns the mean loss, or the first loss that is not finite.
+double Trainer::forward_backward(const char*& phase) {
+  double total = 0;
+  for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
+    const data::Example b = next_batch();  // {x, y}: (B, T) int64, y = x shifted by one
+    phase = "forward pass";
+    Tensor loss = xgrad::cross_entropy_last_dim((*forward_)(shard_rows(b[0])), shard_rows(b[1]));
+    const double micro_loss = mean_over_world(loss.item());  // the same on every rank
+    if (!std::isfinite(micro_loss)) return micro_loss;
+    total += micro_loss;
+    phase = "backward pass";
+    (o_.grad_accum > 1 ? loss / static_cast<double>(o_.grad_accum) : loss).backward();
+  }
+  return total / static_cast<double>(o_.grad_accum);
+}
+
 TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
   using clock = std::chrono::steady_clock;
-  TrainResult r;
   const auto start = clock::now();
-  auto since_start = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
-  auto say = [&](const std::string& s) {
-    if (progress) progress->message(s);
-    else spdlog::info("{}", s);
+  auto seconds_since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
   };
+  auto say = [&](const std::string& s) { progress ? progress->message(s) : spdlog::info("{}", s); };
+  TrainResult r;
   auto save_and_say = [&] {
     r.last_checkpoint = save();
     say("saved checkpoint " + r.last_checkpoint->string());
   };
   const std::vector<Tensor> params = model_->parameters();
   const int64_t tokens_per_step = o_.grad_accum * o_.batch_size * o_.model.context_length;
-  xgrad::Generator sample_gen(sample_seed(o_.seed));
+  xgrad::Generator sample_gen(sample_seed(o_.seed));  // keeps the training streams untouched
   int64_t last_saved = -1;
   double step_time_avg = 0;  // seconds, exponential moving average
-  model_->train();
-
-  // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
-  StepProfile profile(o_.profile, fs::path(o_.checkpoint_dir) / "profile_trace.json", say);
-
   bool stopped_early = false;
   const char* phase = "forward pass";  // for an out-of-memory message that says where
+  model_->train();
+  // --profile N: the first N optimizer steps of this run (evaluation included when it falls in)
+  StepProfile profile(o_.profile, fs::path(o_.checkpoint_dir) / "profile_trace.json", say);
   try {
-    while (step_ < o_.steps) {
-      if (stop_after >= 0 && step_ >= stop_after) {
-        stopped_early = true;
-        break;
-      }
-      if (any_over_world(o_.time_budget > 0 &&
-                         since_start() >= o_.time_budget)) {  // one decision for all ranks
+    while (step_ < o_.steps && !(stopped_early = stop_after >= 0 && step_ >= stop_after)) {
+      if (any_over_world(o_.time_budget > 0 && seconds_since(start) >= o_.time_budget)) {  // one decision
         stopped_early = r.time_budget_hit = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
       }
       const auto t0 = clock::now();
       const double lr = opt_->lr(0);
-
-      // forward and backward over grad_accum micro-batches: each mean loss is scaled by
-      // 1/grad_accum, so the summed gradients are those of the mean loss over all of them (as
-      // nanoGPT). Under mpirun each rank takes its rows of the global batch and DDP's backward
-      // averages the gradients over the ranks.
-      double loss_v = 0;
-      for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-        const Batch b = train_batches_.next();
-        phase = "forward pass";
-        Tensor logits = (*forward_)(shard_rows(b.x));  // (B / ranks, T, vocab)
-        Tensor loss = xgrad::cross_entropy_last_dim(logits, shard_rows(b.y));
-        const double micro_loss = mean_over_world(loss.item());  // the same on every rank
-        if (!std::isfinite(micro_loss)) {
-          loss_v = micro_loss;
-          break;
-        }
-        loss_v += micro_loss;
-        phase = "backward pass";
-        if (o_.grad_accum > 1) loss = loss / static_cast<double>(o_.grad_accum);
-        loss.backward();
-      }
-      if (!std::isfinite(loss_v)) {
+      const double loss = forward_backward(phase);
+      if (!std::isfinite(loss)) {
         opt_->zero_grad();
         r.nan_stop = true;
-        say("loss is " + std::to_string(loss_v) + " at step " + std::to_string(step_ + 1) +
+        say("loss is " + std::to_string(loss) + " at step " + std::to_string(step_ + 1) +
             "; stopping without saving (lower --lr or raise --grad-clip?)");
         break;
       }
-      loss_v /= static_cast<double>(o_.grad_accum);
-
-      // clip, step, zero, schedule
       if (o_.grad_clip > 0) nn::utils::clip_grad_norm_(params, o_.grad_clip);
       phase = "optimizer step";
       opt_->step();
@@ -310,34 +334,28 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       ++step_;
       tokens_seen_ += tokens_per_step;
 
-      // timing and logging
-      const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+      const double dt = seconds_since(t0);
       elapsed_s_ += dt;
       step_time_avg = step_time_avg == 0 ? dt : 0.9 * step_time_avg + 0.1 * dt;
       const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
       double eta = double(o_.steps - step_) * step_time_avg;
-      if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - since_start()));
+      if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - seconds_since(start)));
       profile.step_done();
-      if (progress) progress->update(step_, loss_v, tok_s, eta);
+      if (progress) progress->update(step_, loss, tok_s, eta);
 
       // eval, sample and save every eval_interval steps (only rank 0 samples and writes)
-      MetricsRow row{step_, loss_v, std::nullopt, lr, tok_s, elapsed_s_};
+      MetricsRow row{step_, loss, std::nullopt, lr, tok_s, elapsed_s_};
       const bool eval_now = step_ % o_.eval_interval == 0 || step_ == o_.steps;
       if (eval_now) {
         phase = "evaluation";
         const double train_l = estimate_loss("train");
-        const double val_l = estimate_loss("val");
-        row.val_loss = r.last_val_loss = val_l;
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "step %lld: train loss %.4f, val loss %.4f, lr %.3g",
-                      static_cast<long long>(step_), train_l, val_l, lr);
-        say(buf);
-        if (o_.sample_length > 0 && world().is_main()) {
-          // a fixed first token; sample_gen keeps the training streams untouched
-          std::vector<int64_t> ids = generate_tokens(*model_, {corpus_.split.val.front()}, o_.sample_length,
-                                                     o_.sampling, sample_gen);
-          say("sample: " + corpus_.tokenizer->decode(ids));
-        }
+        row.val_loss = r.last_val_loss = estimate_loss("val");
+        say(fmt::format("step {}: train loss {:.4f}, val loss {:.4f}, lr {:.3g}", step_, train_l,
+                        *row.val_loss, lr));
+        if (o_.sample_length > 0 && world().is_main())  // from a fixed first token
+          say("sample: " +
+              corpus_.tokenizer->decode(generate_tokens(*model_, {corpus_.split.val.front()},
+                                                        o_.sample_length, o_.sampling, sample_gen)));
       }
       r.history.push_back(row);
       if (metrics) metrics->append(row);
@@ -347,16 +365,11 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
         last_saved = step_;
       }
     }
-  } catch (const std::bad_alloc&) {
+  } catch (const xgrad::OutOfMemory& e) {
     if (progress) progress->finish();
-    xgrad::fail("train", "out of memory (std::bad_alloc) at step ", step_ + 1, " during the ", phase,
+    xgrad::fail("train", "out of memory at step ", step_ + 1, " during the ", phase, ": ", e.what(),
                 " (--batch-size ", o_.batch_size, ", --context-length ", o_.model.context_length,
                 "); lower --batch-size or --context-length");
-  } catch (const xgrad::Error& e) {
-    if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
-    if (progress) progress->finish();
-    xgrad::fail("train", "step ", step_ + 1, ", ", phase, ": ", e.what(), " (--batch-size ", o_.batch_size,
-                ", --context-length ", o_.model.context_length, "); lower --batch-size or --context-length");
   }
   profile.finish();  // a run shorter than --profile
   if (stopped_early && last_saved != step_ && !r.history.empty() && world().is_main()) save_and_say();
@@ -369,13 +382,13 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids, int64_t max_new_tokens,
                                      const SamplingOptions& sampling, xgrad::Generator& gen, bool kv_cache) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
-  const int64_t n = static_cast<int64_t>(ids.size());
   const nn::GenerateOptions options{.temperature = sampling.temperature,
                                     .top_k = sampling.top_k,
                                     .top_p = sampling.top_p,
                                     .seed = std::nullopt,
                                     .use_kv_cache = kv_cache};
-  return model.generate(xgrad::from_vector(ids, {1, n}), max_new_tokens, options, gen).to_vector<int64_t>();
+  const Tensor prompt = xgrad::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  return model.generate(prompt, max_new_tokens, options, gen).to_vector<int64_t>();
 }
 
 }  // namespace train_lm

@@ -1,16 +1,11 @@
-// examples/train_lm/train.h: what nanoGPT's train.py and sample.py are, on xgrad's API:
-// the Trainer (model, AdamW, the loop, eval, sample, save and resume) and the commands; the
-// data (corpus, tokenizer, 90/10 split, get_batch) is examples/common/text_data.h. The loop is
+// examples/train_lm/train.h: what nanoGPT's train.py and sample.py are, on xgrad's API: the
+// Trainer (model, AdamW, the batches of a data::DataLoader, the loop, eval, sample, save and
+// resume) and the commands. The loop is
 //   logits = model(x); loss = cross_entropy_last_dim(logits, y); loss.backward();
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
-// Checkpoints are xgrad::io's step directories (xgrad/io/checkpoint.h) with two files, and
-// every value is written once:
-//   model.safetensors        the model's state_dict (torch names) + config and vocabulary
-//   train_state.safetensors  AdamW's state (moments, steps, param groups) + the training
-//                            options, step, RNG states (format_version 4)
-// The optimizer's settings (lr and its schedule, betas, weight decay) are training options:
-// a resumed run builds AdamW from them, and each group's lr is the schedule's at the saved
-// step. Versions 1 to 3 (which also kept the settings in the optimizer state) still load.
+// A checkpoint is xgrad::io's step directory with the model's state_dict (+ config and
+// vocabulary) and AdamW's (+ the training options, counters, RNG states and the loader's
+// position); README.md has the layout and what older format versions kept.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,10 +17,12 @@
 #include "options.h"
 #include "progress.h"
 #include "text_data.h"
+#include "xgrad/data/dataloader.h"
 #include "xgrad/io/checkpoint.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/optim/lr_scheduler.h"
+#include "xgrad/text/gpt_dataset.h"
 #include "xgrad/text/tokenizer.h"
 
 namespace train_lm {
@@ -35,10 +32,7 @@ using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, forma
 using xgrad::text::CharTokenizer;
 using xgrad::text::Tokenizer;
 
-// 4: the settings only in train_options; 3: also in the optimizer's param groups, its state in
-// its own layout ("state.<i>.<key>"); 2: the state by parameter name, both files with
-// xgrad_header_crc32 (required from 2 on); 1: data CRC only. All four load.
-inline constexpr int kCheckpointFormatVersion = 4;
+inline constexpr int kCheckpointFormatVersion = 5;
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 
@@ -63,7 +57,7 @@ class Trainer {
   // Seeds the default generator with o.seed, builds the model (o.model.vocab_size from the
   // tokenizer), AdamW and its schedule from the options.
   Trainer(TrainOptions o, Corpus corpus);
-  Trainer(const Trainer&) = delete;  // the batch sampler points into corpus_
+  Trainer(const Trainer&) = delete;  // the loader points at data_gen_
   Trainer& operator=(const Trainer&) = delete;
 
   // Runs until o.steps optimizer steps are done in all, the time budget is spent, the loss is
@@ -91,15 +85,24 @@ class Trainer {
   std::shared_ptr<xgrad::nn::Module> forward_;  // model_, or DistributedDataParallel(model_)
   std::unique_ptr<xgrad::optim::AdamW> opt_;
   std::unique_ptr<xgrad::optim::WarmupCosineLR> sched_;
-  BatchSampler train_batches_;
+  // The training batches: every window of context_length + 1 tokens (stride 1), shuffled each
+  // epoch by a loader whose generator is seeded from --seed; the last, partial batch dropped.
+  std::shared_ptr<xgrad::text::GPTDataset> train_windows_, val_windows_;
+  xgrad::Generator data_gen_;
+  xgrad::data::DataLoader train_loader_;
+  std::optional<xgrad::data::DataLoader::Iterator> pass_;  // this epoch's
+  int64_t epoch_ = 0, batch_in_epoch_ = 0;                 // batches taken from pass_
+  std::vector<uint8_t> epoch_rng_;                         // data_gen_'s state when pass_ began
+  xgrad::data::Example next_batch();
+  double forward_backward(const char*& phase);  // one step's micro-batches: the mean loss
+  // data_gen_ at `rng`, then the pass it begins, advanced by `batches` (load()).
+  void start_pass(const std::vector<uint8_t>& rng, int64_t batches);
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   double elapsed_s_ = 0;  // training time over all invocations
 };
 
-// GPTModel::generate from `ids` (no gradients, eval mode, a KV cache unless kv_cache is
-// false): max_new_tokens more ids sampled by nn::sample_token. Throws for an empty prompt or
-// bad parameters.
+// `ids` and max_new_tokens more sampled by GPTModel::generate; throws for an empty prompt.
 std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
                                      int64_t max_new_tokens, const SamplingOptions& sampling,
                                      xgrad::Generator& gen, bool kv_cache = true);
