@@ -420,6 +420,31 @@ void pack_b_shared(const T* b, bool tb, int64_t ldb, int64_t k, int64_t j0, int6
   });
 }
 
+// The row sums of op(A) that a thread accumulated (in double) for row tiles [g0, g1) into
+// a_sums, for the tiles whose first block u0 <= t * nt < u1 is that thread's.
+template <class T, int64_t MR>
+void store_row_sums(const double* sums, int64_t g0, int64_t g1, int64_t u0, int64_t u1, int64_t nt, int64_t m,
+                    T* a_sums) {
+  for (int64_t t = g0; t < g1; ++t)
+    if (u0 <= t * nt && t * nt < u1)
+      for (int64_t r = 0; r < std::min(MR, m - t * MR); ++r) a_sums[t * MR + r] = T(sums[(t - g0) * MR + r]);
+}
+
+// With threads, each thread's blocks read (nearly) every sliver of a column panel: rather than
+// each packing all of B, the threads first split its packing, every k panel at once, into one
+// panel they share (k panel k0's slivers from k0 * nt * kNR), then meet; worth the extra
+// meeting from kSharedPackFlops in the panel (the small and medium GPT's GEMMs). Returns that
+// panel, or nullptr below the threshold (each thread then packs its own slivers).
+template <class T, int64_t NR, int64_t KC>
+T* shared_b_panel(const T* b, bool tb, int64_t ldb, int64_t m, int64_t k, int64_t j0, int64_t nc,
+                  int64_t nt) {
+  if (2.0 * double(m) * double(nc) * double(k) < kSharedPackFlops || k * nt * NR > kSharedPackMax)
+    return nullptr;
+  T* bshared = scratch<T, 4>(k * nt * NR);
+  pack_b_shared<T, NR, KC>(b, tb, ldb, k, j0, nc, bshared);
+  return bshared;
+}
+
 // With a_sums, also a_sums[i] = the sum over k of op(A)(i, k) when A is packed transposed
 // (returns true; else false and a_sums is not written).
 template <class T, int64_t NV>
@@ -487,24 +512,13 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
                         std::min(NR, n - jj));
           }
         }
-        for (int64_t t = g0; sums && t < g1; ++t)
-          if (u0 <= t * nt && t * nt < u1)
-            for (int64_t r = 0; r < std::min(MR, m - t * MR); ++r)
-              a_sums[t * MR + r] = T(sums[(t - g0) * MR + r]);
+        if (sums) store_row_sums<T, MR>(sums, g0, g1, u0, u1, nt, m, a_sums);
       }
     };
     // threads split the grid's blocks evenly (a tile's slivers may go to two threads): with
     // few row tiles (the weight gradient's) whole tiles would leave a thread idle
     if (threaded) {
-      // each thread's blocks read (nearly) every sliver of the panel: rather than each packing
-      // all of B, the threads first split its packing, every k panel at once, into one panel
-      // they share (k panel k0's slivers from k0 * nt * kNR), then meet; worth the extra
-      // meeting from kSharedPackFlops in the panel (the small and medium GPT's GEMMs)
-      if (pack_all && 2.0 * double(m) * double(nc) * double(k) >= kSharedPackFlops &&
-          k * nt * NR <= kSharedPackMax) {
-        bshared = scratch<T, 4>(k * nt * NR);
-        pack_b_shared<T, NR, KC>(b, tb, ldb, k, j0, nc, bshared);
-      }
+      if (pack_all) bshared = shared_b_panel<T, NR, KC>(b, tb, ldb, m, k, j0, nc, nt);
       parallel_for(0, mt * nt, 1, run);
     } else {
       run(0, mt * nt);
