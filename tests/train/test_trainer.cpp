@@ -77,7 +77,7 @@ namespace {
 // the one to compare with. What must carry over is the state: Trainer::load puts every moment
 // of the file on its parameter (OldCheckpointsResume, Version3CheckpointsResume) and sets the
 // schedule's lr (EverySettingIsWrittenOnceAndResumedFromThere); here the run continues and saves
-// in today's format, and every weight moved by at most a few lr = 1e-3 from the step-4 model.
+// in the current format, and every weight moved by at most a few lr = 1e-3 from the step-4 model.
 void expect_fixture_resumes(const fs::path& fixture, const TempDir& tmp) {
   const auto start = xgrad::load(fixture / "step_00000004" / kModelFile);
   ASSERT_EQ(run_cli({"train_lm", "train", "--resume", "--checkpoint-dir", (tmp / "ck").string(), "--data",
@@ -85,7 +85,7 @@ void expect_fixture_resumes(const fs::path& fixture, const TempDir& tmp) {
             0);
   const auto got = load_checkpoint_files(tmp / "ck");
   EXPECT_EQ(got.dir.filename(), "step_00000006");
-  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "5");  // saved in today's format
+  EXPECT_EQ(got.at(kTrainStateFile).metadata.at("format_version"), "5");  // saved in the current format
   ASSERT_EQ(got.at(kModelFile).tensors.size(), start.tensors.size());
   double moved = 0;
   for (std::size_t i = 0; i < start.tensors.size(); ++i) {
