@@ -168,7 +168,7 @@ void backward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t
     if (want_s) {  // dW'^T = v dO^T
       if (p.Ev >= 2 * W) {
         rows_form<T, false>(rows, n, p.Ev, dout + i0 * lddo, lddo, vt, Sq, T(1), sr, Sq);
-        lanes_from_rows(sr, Sq, rows, n, ds + off);
+        pack_lanes(sr, Sq, rows, n, ds + off);
       } else {
         pack_lanes(dout + i0 * lddo, lddo, rows, p.Ev, dot);
         rows_product(n, p.Ev, vt, Sq, dot, T(1), ds + off);

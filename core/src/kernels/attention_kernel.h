@@ -267,7 +267,8 @@ int64_t lane_mask_bytes(const Params& p) {
 }
 
 // xt (m, W) = the transpose of the rows x (rows <= W rows of m values, row stride ldx): lane l
-// of xt's row e is x[l * ldx + e]; lanes past rows are zeros
+// of xt's row e is x[l * ldx + e]; lanes past rows are zeros (q's rows, dout's rows, and the
+// scores' rows as the block's scores^T)
 template <class T>
 void pack_lanes(const T* x, int64_t ldx, int64_t rows, int64_t m, T* xt) {
   constexpr int64_t W = kW<T>;
@@ -365,21 +366,6 @@ void rows_form(int64_t rows, int64_t n, int64_t kc, const T* a, int64_t lda, con
   }
 }
 
-// st (n, W) = the rows x (rows of n values, row stride ldx) in lanes: st[j * W + l] = x[l * ldx + j],
-// zero lanes past rows
-template <class T>
-void lanes_from_rows(const T* x, int64_t ldx, int64_t rows, int64_t n, T* st) {
-  constexpr int64_t W = kW<T>;
-  int64_t j0 = 0;  // keys below j0 done by 16 x 16 blocks
-#if XSIMD_WITH_AVX512F
-  if constexpr (std::is_same_v<T, float> && W == 16)
-    if (rows == W)
-      for (; j0 + 16 <= n; j0 += 16) gemm_kernel::transpose_16x16(x + j0, ldx, st + j0 * W, W);
-#endif
-  for (int64_t j = j0; j < n; ++j)
-    for (int64_t l = 0; l < W; ++l) st[j * W + l] = l < rows ? x[l * ldx + j] : T(0);
-}
-
 // The softmax down the columns of a block's scores^T st (n, W) (block's first row i0), but for
 // its division: st becomes E = exp(s - max), zeros where a row does not see the key, and inv
 // (W values) 1 / the column sums, so that W = E * inv (scale_lanes) and out = (E v) * inv row
@@ -473,7 +459,7 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
     T* sb = w ? w + off : st;
     if (p.E >= 2 * W) {  // scores^T = scale * k q^T
       rows_form<T, false>(rows, n, p.E, q + i0 * ldq, ldq, kt, Sq, static_cast<T>(p.scale), sr, Sq);
-      lanes_from_rows(sr, Sq, rows, n, sb);
+      pack_lanes(sr, Sq, rows, n, sb);
     } else {
       pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
       rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);
