@@ -7,12 +7,16 @@
 //   // --help: "optimizer steps (range [1, 1000000000])"; "--steps 0" -> "--steps 0 is out of
 //   // range [1, 1000000000]"
 #pragma once
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace CLI {
 class App;
@@ -26,6 +30,15 @@ namespace xgrad_examples {
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// Throws ConfigError(the parts streamed in turn; doubles with all 17 digits).
+template <class... Parts>
+[[noreturn]] void config_error(const Parts&... parts) {
+  std::ostringstream os;
+  os.precision(17);
+  os << std::boolalpha;
+  (os << ... << parts);
+  throw ConfigError(os.str());
+}
 
 struct FlagRange {
   double lo, hi;
@@ -75,6 +88,25 @@ std::string value_problem(const Flag& flag, const T& v) {
     os.precision(17);
     os << "--" << flag.name << " must be in " << describe_range(*flag.range) << ", got " << v;
     return os.str();
+  }
+  return "";
+}
+
+// Sets `field` from a saved setting: "" when `v` holds a T, else what is wrong ("has the wrong
+// type"). nlohmann converts a number to any arithmetic type with a plain cast, which is
+// undefined for 2e118 -> int64: an integer field takes only an integer that fits.
+template <class T>
+std::string field_from_json(const nlohmann::json& v, T& field) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : v.is_number_integer() && std::in_range<T>(v.get<int64_t>());
+    if (!fits) return "is not an integer in range: " + v.dump();
+  }
+  try {
+    field = v.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return "has the wrong type";
   }
   return "";
 }

@@ -13,17 +13,6 @@
 
 namespace xgrad_examples {
 
-namespace {
-
-template <class... Parts>
-[[noreturn]] void bad(const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  throw ConfigError(os.str());
-}
-
-}  // namespace
-
 const std::string& CheckpointMeta::str(const std::string& key, const char* hint) const {
   auto it = f.metadata.find(key);
   if (it == f.metadata.end()) xgrad::fail("checkpoint", file, ": metadata has no '", key, "'", hint);
@@ -74,7 +63,7 @@ nlohmann::json to_json(const GPTConfig& c) {
 }
 
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) bad("the saved model config is not a JSON object");
+  if (!j.is_object()) config_error("the saved model config is not a JSON object");
   GPTConfig c;
   GPTConfig::for_each_field([&](const auto& f) {
     using T = std::remove_cvref_t<decltype(c.*f.member)>;
@@ -84,11 +73,12 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
     const bool ok = j.contains(k) && (std::is_same_v<T, int64_t> ? j[k].is_number_integer()
                                       : std::is_same_v<T, bool>  ? j[k].is_boolean()
                                                                  : j[k].is_number());
-    if (!ok) bad("the saved model config has no ", std::is_same_v<T, int64_t> ? "integer '" : "'", k, "'");
+    if (!ok)
+      config_error("the saved model config has no ", std::is_same_v<T, int64_t> ? "integer '" : "'", k, "'");
     c.*f.member = j[k].get<T>();
   });
   const std::string problem = xgrad::nn::config_problem(c);
-  if (!problem.empty()) bad("the saved model config is invalid: ", problem);
+  if (!problem.empty()) config_error("the saved model config is invalid: ", problem);
   return c;
 }
 

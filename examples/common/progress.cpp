@@ -188,6 +188,13 @@ fs::path MetricsLog::set_aside(const fs::path& path) {
   return aside;
 }
 
+bool MetricsLog::exists_in(const fs::path& path, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  const fs::path parent = fs::weakly_canonical(path, ec).parent_path();
+  return !ec && parent == fs::weakly_canonical(dir, ec) && !ec;
+}
+
 std::vector<MetricsRow> MetricsLog::read(const fs::path& path) { return read_rows(path, nullptr); }
 
 std::vector<MetricsRow> MetricsLog::read_lenient(const fs::path& path, std::size_t* dropped) {

@@ -82,6 +82,8 @@ class MetricsLog {
   // Renames the log of a run that failed before it saved anything to
   // <stem>.failed-<UTC time>[-n]<ext>, so a new run can start there; returns the new name.
   static fs::path set_aside(const fs::path& path);
+  // A log exists at `path`, in the directory `dir` (a run's checkpoint directory).
+  static bool exists_in(const fs::path& path, const fs::path& dir);
 
   static std::vector<MetricsRow> read(const fs::path& path);  // throws for a malformed file
   // The rows that parse; each malformed line is counted in *dropped (the header must match).

@@ -16,11 +16,6 @@ namespace io = xgrad::io;
 
 namespace {
 
-// xgrad's thread pool (OpenBLAS stays on one thread); 0 keeps xgrad's default.
-void set_threads(int threads) {
-  if (threads > 0) xgrad::set_num_threads(threads);
-}
-
 int error_exit(const std::string& what, int code = 1) {
   spdlog::error("{}", what);
   return code;
@@ -38,17 +33,10 @@ int exit_code_of(F&& body) {
   }
 }
 
-// The metrics file is inside the checkpoint directory (the default --metrics).
-bool metrics_in_checkpoint_dir(const TrainOptions& o) {
-  std::error_code ec;
-  const fs::path m = fs::weakly_canonical(fs::path(o.metrics_path()), ec).parent_path();
-  return !ec && m == fs::weakly_canonical(fs::path(o.checkpoint_dir), ec) && !ec;
-}
-
 // run_train in the world join_world() made (world.h): one process, or one rank of N.
 int train_in_world(TrainOptions o) {
   return exit_code_of([&] {
-    set_threads(o.threads);
+    if (o.threads > 0) xgrad::set_num_threads(o.threads);  // 0: xgrad's default
     const fs::path root = o.checkpoint_dir;
 
     // 1. the checkpoint to resume, or the proof that we would not overwrite one; a directory a
@@ -57,8 +45,7 @@ int train_in_world(TrainOptions o) {
     std::optional<SavedModel> saved;
     std::error_code ec;
     const auto existing = fs::exists(root, ec) ? io::find_checkpoint(root, kModelFile) : std::nullopt;
-    const bool failed_first_run =
-        !existing && fs::exists(o.metrics_path(), ec) && metrics_in_checkpoint_dir(o);
+    const bool failed_first_run = !existing && MetricsLog::exists_in(o.metrics_path(), root);
     if (o.resume && existing) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
       saved = read_saved_model(*ck);
@@ -176,7 +163,7 @@ int run_train(TrainOptions o) {
 
 int run_generate(const GenerateOptions& o) {
   return exit_code_of([&] {
-    set_threads(o.threads);
+    if (o.threads > 0) xgrad::set_num_threads(o.threads);  // 0: xgrad's default
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
     const SavedModel saved =
@@ -192,8 +179,7 @@ int run_generate(const GenerateOptions& o) {
       xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
     }
     xgrad::Generator gen(o.seed);
-    std::cout << saved.tokenizer->decode(
-                     generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen, o.kv_cache))
+    std::cout << saved.tokenizer->decode(generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen))
               << std::endl;
     return 0;
   });

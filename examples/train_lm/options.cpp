@@ -5,9 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <limits>
 #include <optional>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 
@@ -16,15 +14,6 @@
 
 namespace train_lm {
 namespace {
-
-template <class... Parts>
-[[noreturn]] void bad(const Parts&... parts) {
-  std::ostringstream os;
-  os.precision(17);
-  os << std::boolalpha;
-  (os << ... << parts);
-  throw ConfigError(os.str());
-}
 
 // ---------------------------------------------------------------- the flags
 using namespace xgrad_examples;  // Flag, FlagRange, ints, reals, flag_name (flag_range.h)
@@ -137,7 +126,7 @@ void for_each_generate_flag(O& o, F&& f) {
          "recompute the whole window for every token instead of caching keys and values (the same text, "
          "slower)",
          kNegated},
-    o.kv_cache);
+    o.sampling.use_kv_cache);
 }
 
 // Every numeric field walked by `for_each` lies in its flag's range; model fields are nn's to
@@ -152,9 +141,9 @@ void check_ranges(const O& o, ForEach for_each) {
 
 // Sampling parameters as torch's samplers check them (HF TemperatureLogitsWarper, TopK, TopP),
 // with flag names: nn::sampling_problem also refuses a subnormal temperature.
-void validate(const SamplingOptions& s) {
-  const std::string problem = xgrad::nn::sampling_problem(s);
-  if (!problem.empty()) bad("--", problem);
+void validate(const xgrad::nn::GenerateOptions& s) {
+  const std::string problem = xgrad::nn::sampling_problem({s.temperature, s.top_k, s.top_p});
+  if (!problem.empty()) config_error("--", problem);
 }
 
 auto add_to(CLI::App* app) {
@@ -215,7 +204,7 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       out.train = std::move(t);
     } else if (tokenize->parsed()) {
       validate(k.tokenizer);
-      if (k.data.empty()) bad("--data must not be empty");
+      if (k.data.empty()) config_error("--data must not be empty");
       out.kind = CliParse::kTokenize;
       out.tokenize = std::move(k);
     } else {
@@ -260,31 +249,31 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
     if (!o.explicit_flags.count("batch-size")) o.batch_size = p.batch_size;
     return;
   }
-  bad("--preset must be tiny, small or medium, got '", preset, "'");
+  config_error("--preset must be tiny, small or medium, got '", preset, "'");
 }
 
 void validate(const TrainOptions& o) {
   const std::string model_problem =
       xgrad::nn::config_problem(o.model, [](const char* field) { return "--" + flag_name(field); });
-  if (!model_problem.empty()) bad(model_problem);
+  if (!model_problem.empty()) config_error(model_problem);
   check_ranges(o, [](const auto& x, auto f) { for_each_train_flag(x, f); });
-  if (o.min_lr > o.lr) bad("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
-  if (o.warmup >= o.steps) bad("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
+  if (o.min_lr > o.lr) config_error("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
+  if (o.warmup >= o.steps) config_error("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
   validate(o.sampling);
-  if (o.checkpoint_dir.empty()) bad("--checkpoint-dir must not be empty");
-  if (o.data.empty()) bad("--data must not be empty");
+  if (o.checkpoint_dir.empty()) config_error("--checkpoint-dir must not be empty");
+  if (o.data.empty()) config_error("--data must not be empty");
   validate(o.tokenizer);
 }
 
 void validate(const TokenizerSpec& t) {
   if (t.kind != "char" && t.kind != "gpt2" && t.kind != "bpe")
-    bad("--tokenizer must be char, gpt2 or bpe, got '", t.kind, "'");
+    config_error("--tokenizer must be char, gpt2 or bpe, got '", t.kind, "'");
   check_ranges(t, [](const auto& x, auto f) { for_each_tokenizer_flag(x, f); });
-  if (t.kind == "gpt2" && t.gpt2_vocab_dir.empty()) bad("--gpt2-vocab must not be empty");
+  if (t.kind == "gpt2" && t.gpt2_vocab_dir.empty()) config_error("--gpt2-vocab must not be empty");
 }
 
 void validate(const GenerateOptions& o) {
-  if (o.checkpoint.empty()) bad("--checkpoint must not be empty");
+  if (o.checkpoint.empty()) config_error("--checkpoint must not be empty");
   check_ranges(o, [](const auto& x, auto f) { for_each_generate_flag(x, f); });
   validate(o.sampling);
 }
@@ -307,33 +296,18 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
     const auto was = saved_model.*f.member;
     if (std::string_view(f.name) == "vocab_size") return;  // the corpus's
     if (o.explicit_flags.count(flag) && now != was)
-      bad("--", flag, " ", now, " does not match the checkpoint being resumed (", flag, " ", was,
-          "); drop the flag or start a new --checkpoint-dir");
+      config_error("--", flag, " ", now, " does not match the checkpoint being resumed (", flag, " ", was,
+                   "); drop the flag or start a new --checkpoint-dir");
     now = was;
   });
 
-  if (!saved.is_object()) bad("the checkpoint's training options are not a JSON object");
+  if (!saved.is_object()) config_error("the checkpoint's training options are not a JSON object");
   auto take = [&](const Flag& flag, auto& field) {
-    using T = std::decay_t<decltype(field)>;
     const std::string& key = flag.name;
     if (!(flag.attrs & kSaved) || key == "tokenizer" || o.explicit_flags.count(key) || !saved.contains(key))
       return;
-    const nlohmann::json& v = saved[key];
-    // nlohmann converts a number to any arithmetic type with a plain cast, which is undefined
-    // for 2e118 -> int64: an integer option must hold an integer that fits.
-    bool fits = true;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (v.is_number_unsigned())
-        fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-      else if (v.is_number_integer()) fits = std::in_range<T>(v.get<int64_t>());
-      else fits = false;
-    }
-    if (!fits) bad("the checkpoint's training option '", key, "' is not an integer in range: ", v.dump());
-    try {
-      field = v.get<T>();
-    } catch (const nlohmann::json::exception&) {
-      bad("the checkpoint's training option '", key, "' has the wrong type");
-    }
+    if (const std::string problem = field_from_json(saved[key], field); !problem.empty())
+      config_error("the checkpoint's training option '", key, "' ", problem);
   };
   for_each_train_flag(o, take);
   // the tokenizer itself comes from the checkpoint (run_train); a different kind is an error
@@ -341,8 +315,8 @@ void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPT
                                ? saved["tokenizer"].get<std::string>()
                                : "char";  // train_options without a tokenizer: char
   if (o.explicit_flags.count("tokenizer") && o.tokenizer.kind != kind)
-    bad("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (", kind,
-        "); drop the flag or start a new --checkpoint-dir");
+    config_error("--tokenizer ", o.tokenizer.kind, " does not match the checkpoint being resumed (", kind,
+                 "); drop the flag or start a new --checkpoint-dir");
   o.tokenizer.kind = kind;
 }
 

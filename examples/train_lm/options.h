@@ -14,13 +14,12 @@
 
 #include "gpt_checkpoint.h"        // ConfigError, the config JSON
 #include "text_data.h"             // TokenizerSpec
-#include "xgrad/nn/sampling.h"     // SamplingOptions
+#include "xgrad/nn/gpt.h"          // GenerateOptions: the sampling flags
 #include "xgrad/nn/transformer.h"  // GPTConfig
 
 namespace train_lm {
 
 using xgrad::nn::GPTConfig;
-using xgrad::nn::SamplingOptions;
 using xgrad_examples::ConfigError;
 using xgrad_examples::TokenizerSpec;
 
@@ -46,7 +45,7 @@ struct TrainOptions {
   bool resume = false;
   int keep_checkpoints = 2;
   int64_t sample_length = 200;  // tokens sampled at each eval; 0 = none
-  SamplingOptions sampling{.temperature = 0.8};
+  xgrad::nn::GenerateOptions sampling{.temperature = 0.8, .seed = std::nullopt};
   bool dry_run = false;  // validate, estimate memory, print, write nothing
   std::string data = "data/moby_dick.txt";
   std::string metrics;   // default: <checkpoint_dir>/metrics.csv
@@ -65,10 +64,10 @@ struct GenerateOptions {
   std::string checkpoint = "checkpoints/train_lm";
   std::string prompt = "Call me";
   int64_t max_new_tokens = 200;
-  SamplingOptions sampling{.temperature = 0.8};
+  xgrad::nn::GenerateOptions sampling{.temperature = 0.8,
+                                      .seed = std::nullopt};  // --no-kv-cache: use_kv_cache false
   uint64_t seed = 1337;
   int threads = 0;
-  bool kv_cache = true;  // --no-kv-cache: recompute the whole window for every token
 };
 
 struct TokenizeOptions {

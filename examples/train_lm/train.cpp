@@ -55,12 +55,6 @@ optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, o
   return built;
 }
 
-// Every window of context_length + 1 tokens of a split (stride 1): nanoGPT's get_batch draws
-// its windows from these.
-std::shared_ptr<xgrad::text::GPTDataset> windows(const std::vector<int64_t>& ids, int64_t context_length) {
-  return std::make_shared<xgrad::text::GPTDataset>(ids, context_length, 1);
-}
-
 // A loader's options: batches from `sampler`, or shuffled with the last partial batch dropped.
 data::DataLoaderOptions loader_options(int64_t batch_size, xgrad::Generator* gen,
                                        std::shared_ptr<const data::Sampler<int64_t>> sampler = nullptr) {
@@ -82,8 +76,9 @@ CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
 Trainer::Trainer(TrainOptions o, Corpus corpus)
     : o_(std::move(o)),
       corpus_(std::move(corpus)),
-      train_windows_(windows(corpus_.split.train, o_.model.context_length)),
-      val_windows_(windows(corpus_.split.val, o_.model.context_length)),
+      train_windows_(
+          std::make_shared<xgrad::text::GPTDataset>(corpus_.split.train, o_.model.context_length, 1)),
+      val_windows_(std::make_shared<xgrad::text::GPTDataset>(corpus_.split.val, o_.model.context_length, 1)),
       data_gen_(data_seed(o_.seed)),
       train_loader_(train_windows_, loader_options(o_.batch_size, &data_gen_)),
       epoch_rng_(data_gen_.get_state()) {
@@ -379,14 +374,10 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
 }
 
 // ---------------------------------------------------------------- sampling
-std::vector<int64_t> generate_tokens(nn::GPTModel& model, std::vector<int64_t> ids, int64_t max_new_tokens,
-                                     const SamplingOptions& sampling, xgrad::Generator& gen, bool kv_cache) {
+std::vector<int64_t> generate_tokens(nn::GPTModel& model, const std::vector<int64_t>& ids,
+                                     int64_t max_new_tokens, const nn::GenerateOptions& options,
+                                     xgrad::Generator& gen) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
-  const nn::GenerateOptions options{.temperature = sampling.temperature,
-                                    .top_k = sampling.top_k,
-                                    .top_p = sampling.top_p,
-                                    .seed = std::nullopt,
-                                    .use_kv_cache = kv_cache};
   const Tensor prompt = xgrad::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
   return model.generate(prompt, max_new_tokens, options, gen).to_vector<int64_t>();
 }

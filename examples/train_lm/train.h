@@ -103,9 +103,9 @@ class Trainer {
 };
 
 // `ids` and max_new_tokens more sampled by GPTModel::generate; throws for an empty prompt.
-std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, std::vector<int64_t> ids,
-                                     int64_t max_new_tokens, const SamplingOptions& sampling,
-                                     xgrad::Generator& gen, bool kv_cache = true);
+std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, const std::vector<int64_t>& ids,
+                                     int64_t max_new_tokens, const xgrad::nn::GenerateOptions& options,
+                                     xgrad::Generator& gen);
 
 // ---------------------------------------------------------------- the commands
 // Exit codes as run_cli's; errors are logged, never thrown.
