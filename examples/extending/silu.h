@@ -15,7 +15,7 @@ xgrad::Tensor silu(const xgrad::Tensor& x);
 
 class SiLU : public xgrad::nn::Module {
  public:
-  xgrad::Tensor forward(const xgrad::Tensor& input) override { return silu(input); }
+  xgrad::Tensor forward(const xgrad::Tensor& input) override { return ext::silu(input); }
   std::string name() const override { return "SiLU"; }
 };
 

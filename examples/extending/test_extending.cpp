@@ -77,6 +77,18 @@ TEST(Silu, MatchesTorch) {
                  0.412438});
 }
 
+TEST(Silu, EqualsTheLibrarysSilu) {
+  manual_seed(3);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = randn({4, 7}).to(dt);
+    const auto mine = ext::silu(x).to(kFloat64).to_vector<double>();
+    const auto lib = xgrad::silu(x).to(kFloat64).to_vector<double>();
+    ASSERT_EQ(mine.size(), lib.size());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      EXPECT_NEAR(mine[i], lib[i], 1e-6 * (1 + std::abs(lib[i]))) << dtype_name(dt) << " element " << i;
+  }
+}
+
 TEST(Silu, Gradcheck) {
   auto fn = [](const std::vector<Tensor>& in) { return ext::silu(in[0]); };
   for (const Shape& shape : {Shape{7}, Shape{3, 4}, Shape{2, 3, 5}}) {
