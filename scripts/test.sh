@@ -27,7 +27,8 @@ jobs=${XGRAD_JOBS:-$(nproc)}
 build_dir=${XGRAD_BUILD_DIR:-build}
 asan_dir=${XGRAD_ASAN_BUILD_DIR:-build-asan}
 # The sanitizer build is a Debug build (asserts on) at -Og -g1: ASan+UBSan at -O2 -g compiles
-# several times slower, and -O0 does not compile xsimd's AVX-512 code. -g1 keeps the line tables that sanitizer reports need.
+# several times slower, and -O0 does not compile xsimd's AVX-512 code. -g1 keeps the line
+# tables that sanitizer reports need.
 asan_build_type=${XGRAD_ASAN_BUILD_TYPE:-Debug}
 asan_opt_flags=${XGRAD_ASAN_OPT_FLAGS:--Og -g1}
 test_timeout=${XGRAD_TEST_TIMEOUT:-600}
