@@ -129,7 +129,100 @@ void expect_special_scores_like_composed(bool causal, bool grads, void (*edit)(f
   expect_close_and_zeros(dv, v.grad(), "dv");
 }
 
+// The composed chain of torch 2.x's math attention with attn_mask and enable_gqa: key and
+// value repeated over each group of query heads (repeat_interleave), a bool mask as
+// masked_fill(-inf) where false, a float mask added to the scaled scores.
+Tensor composed_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                 double p, bool causal, Generator* gen) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  const int64_t group = q.dim() >= 3 ? q.size(-3) / k.size(-3) : 1;
+  const Tensor kk = group > 1 ? repeat_interleave(k, group, -3) : k;
+  const Tensor vv = group > 1 ? repeat_interleave(v, group, -3) : v;
+  Tensor scores = matmul(q, kk.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));  // (..., L, S)
+  if (mask.defined())
+    scores = mask.dtype() == kBool ? masked_fill(scores, logical_not(mask), -INFINITY) : scores + mask;
+  if (causal) scores = masked_fill(scores, triu(ones({L, S}), 1).to(kBool), -INFINITY);
+  return matmul(dropout(softmax(scores, -1), p, true, gen), vv);  // (..., L, Ev)
+}
+
+struct MaskCase {
+  Shape q, k, v;     // (B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)
+  Shape mask;        // broadcast to (B, Hq, L, S); {} for none
+  DType mask_dtype;  // kBool or the inputs' dtype
+  bool causal;
+};
+
+// fused (options spelling, small blocks) against the composed chain from the same seed: out,
+// the q/k/v gradients and a float mask's gradient (the mask requires grad when float)
+void expect_masked_equivalent(const MaskCase& c, DType dt, double p, double rtol, double atol,
+                              int64_t block) {
+  SCOPED_TRACE(::testing::Message() << "q " << shape_str(c.q) << " k " << shape_str(c.k) << " mask "
+                                    << shape_str(c.mask) << " " << dtype_name(c.mask_dtype) << " causal "
+                                    << c.causal << " " << dtype_name(dt) << " p " << p << " block " << block);
+  Generator init(2025);
+  Tensor q = randn(c.q, &init, dt).requires_grad_(), k = randn(c.k, &init, dt).requires_grad_();
+  Tensor v = randn(c.v, &init, dt).requires_grad_();
+  Tensor mask;
+  if (c.mask_dtype == kBool) {
+    // about one key in four masked, never a whole row (key 0 always takes part)
+    mask = gt(rand(c.mask, &init, dt), 0.25).contiguous();
+    auto* keep = static_cast<uint8_t*>(mask.raw_data_ptr());
+    for (int64_t i = 0; i < mask.numel(); i += c.mask.back()) keep[i] = 1;
+  } else if (!c.mask.empty()) {
+    mask = randn(c.mask, &init, dt).requires_grad_();
+  }
+  Shape out_shape = c.q;
+  out_shape.back() = c.v.back();
+  Tensor g = randn(out_shape, &init, dt);
+  Generator g1(77), g2(77);
+  Tensor fused = detail::scaled_dot_product_attention_blocked(
+      q, k, v,
+      {.attn_mask = mask, .dropout_p = p, .is_causal = c.causal, .enable_gqa = true, .generator = &g1},
+      block);
+  fused.backward(g);
+  std::vector<Tensor> got{q.grad(), k.grad(), v.grad()};
+  const bool mask_grad = mask.defined() && mask.requires_grad();
+  if (mask_grad) got.push_back(mask.grad());
+  for (Tensor* t : {&q, &k, &v, &mask})
+    if (t->defined() && t->requires_grad()) t->set_grad(Tensor());
+  Tensor composed = composed_masked_attention(q, k, v, mask, p, c.causal, &g2);
+  composed.backward(g);
+  EXPECT_EQ(g1.get_state(), g2.get_state()) << "the two drew a different number of values";
+  expect_close(fused, composed, rtol, atol, "out");
+  expect_close(got[0], q.grad(), rtol, atol, "dq");
+  expect_close(got[1], k.grad(), rtol, atol, "dk");
+  expect_close(got[2], v.grad(), rtol, atol, "dv");
+  if (mask_grad) expect_close(got[3], mask.grad(), rtol, atol, "dmask");
+}
+
+std::vector<MaskCase> mask_cases(DType dt) {
+  return {
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 3, 9, 11}, kBool, false},  // full bool mask
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {9, 11}, kBool, false},        // (L, S), broadcast
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 1, 1, 11}, kBool, false},  // padding mask
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {11}, kBool, false},           // (S)
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 3, 9, 11}, dt, false},     // additive float
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {3, 9, 1}, dt, false},         // last dim broadcast
+      {{2, 6, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {}, dt, false},                // GQA, groups of 3
+      {{2, 6, 9, 4}, {2, 2, 9, 4}, {2, 2, 9, 5}, {}, dt, true},                   // GQA, causal
+      {{1, 4, 9, 4}, {1, 1, 9, 4}, {1, 1, 9, 3}, {}, dt, true},                   // GQA, one kv head
+      {{2, 4, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {2, 1, 9, 11}, kBool, false},  // GQA and a mask
+      {{2, 4, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {4, 9, 11}, dt, false},        // GQA, float mask
+      {{2, 2, 40, 32}, {2, 1, 37, 32}, {2, 1, 37, 48}, {40, 37}, dt, false},      // whole vectors
+  };
+}
+
 }  // namespace
+
+TEST(ScaledDotProductAttention, MaskAndGqaEqualComposedOps) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (const MaskCase& c : mask_cases(dt))
+      for (int64_t block : {int64_t{64}, int64_t{3}}) {
+        const double rtol = dt == kFloat64 ? 1e-10 : 1e-4, atol = dt == kFloat64 ? 1e-12 : 2e-5;
+        expect_masked_equivalent(c, dt, 0.0, rtol, atol, block);
+        expect_masked_equivalent(c, dt, 0.3, rtol, atol, block);  // the composed chain's dropout mask
+      }
+}
 
 TEST(ScaledDotProductAttention, EqualsComposedOpsFloat32) {
   for (const Case& c : cases()) expect_equivalent(c, kFloat32, 0.0, 1e-4, 2e-5);
