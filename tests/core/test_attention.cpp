@@ -403,6 +403,41 @@ TEST(ScaledDotProductAttention, MatchesTorch) {
   }
 }
 
+TEST(ScaledDotProductAttention, MaskAndGqaMatchTorch) {
+  static Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/sdpa_mask_gqa.txt");
+  for (const char* name :
+       {"bool_full_f32", "bool_LS_f64", "bool_padding_f32", "float_mask_f32", "float_mask_f64", "gqa_f32",
+        "gqa_causal_f64", "gqa_bool_mask_f32", "gqa_float_mask_f64", "gqa_causal_dropout_f32",
+        "gqa_mask_dropout_f64", "fully_masked_rows_f32"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    Tensor q = fx.get(n + ".q").clone().requires_grad_();
+    Tensor k = fx.get(n + ".k").clone().requires_grad_();
+    Tensor v = fx.get(n + ".v").clone().requires_grad_();
+    Tensor mask;
+    if (fx.has(n + ".attn_mask")) mask = fx.get(n + ".attn_mask").clone();
+    if (fx.has(n + ".attn_mask.grad")) mask.requires_grad_();
+    Generator gen(static_cast<uint64_t>(fx.get(n + ".seed").item()));  // torch.manual_seed
+    Tensor out = scaled_dot_product_attention(
+        q, k, v,
+        {.attn_mask = mask,
+         .dropout_p = fx.get(n + ".p").item(),
+         .is_causal = fx.get(n + ".is_causal").item() != 0.0,
+         .scale = fx.has(n + ".scale") ? std::optional<double>(fx.get(n + ".scale").item()) : std::nullopt,
+         .enable_gqa = fx.get(n + ".enable_gqa").item() != 0.0,
+         .generator = &gen});
+    (out * fx.get(n + ".loss_weights")).sum().backward();
+    const bool f64 = q.dtype() == kFloat64;
+    const double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-12 : 1e-6;
+    expect_close(out, fx.get(n + ".out"), rtol, atol, n + ".out");
+    expect_close(q.grad(), fx.get(n + ".q.grad"), rtol, atol, n + ".q.grad");
+    expect_close(k.grad(), fx.get(n + ".k.grad"), rtol, atol, n + ".k.grad");
+    expect_close(v.grad(), fx.get(n + ".v.grad"), rtol, atol, n + ".v.grad");
+    if (fx.has(n + ".attn_mask.grad"))
+      expect_close(mask.grad(), fx.get(n + ".attn_mask.grad"), rtol, atol, n + ".attn_mask.grad");
+  }
+}
+
 TEST(ScaledDotProductAttention, ClearErrors) {
   auto expect_error = [](auto&& fn, const std::string& part) {
     try {
@@ -435,6 +470,63 @@ TEST(ScaledDotProductAttention, ClearErrors) {
   const int64_t S = int64_t{std::numeric_limits<int32_t>::max()} / 15 + 1;
   Tensor long_kv = zeros({1, 1, 4}).expand({1, S, 4});
   expect_error([&] { scaled_dot_product_attention(zeros({1, 16, 4}), long_kv, long_kv, 0.1); }, "143165577");
+
+  // attn_mask: broadcastable to (..., L, S) = [2, 3, 5, 6], bool or the query's dtype, not with
+  // is_causal (torch's rule)
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, ones({5, 5}, kBool));
+      },
+      "attn_mask [5, 5] is not broadcastable to the attention weights' shape [2, 3, 5, 6]");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, ones({1, 2, 3, 5, 6}, kBool));
+      },
+      "[1, 2, 3, 5, 6]");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, ones({5, 6}, kInt64)); }, "int64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, zeros({5, 6}, kFloat64)); }, "float64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, ones({5, 6}, kBool), 0.0, true); }, "is_causal");
+  // enable_gqa: query heads a multiple of the key's, key and value with the same heads
+  Tensor k2 = randn({2, 2, 6, 4}), v2 = randn({2, 2, 6, 2});
+  expect_error([&] { scaled_dot_product_attention(q, k2, v2, {.enable_gqa = true}); }, "query [2, 3, 5, 4]");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(randn({2, 4, 5, 4}), k2, v, {.enable_gqa = true});
+      },
+      "same heads");
+  expect_error([&] { scaled_dot_product_attention(randn({2, 4, 5, 4}), k2, v2); }, "need enable_gqa");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(randn({3, 4, 5, 4}), k2, v2, {.enable_gqa = true});
+      },
+      "batch dims");
+}
+
+// A query row that sees no key (every score -inf) gets zero weights, so zero output and zero
+// gradients, as torch 2.5's _safe_softmax; the composed chain's softmax would give NaN.
+TEST(ScaledDotProductAttention, FullyMaskedRowsGiveZeros) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (double p : {0.0, 0.5}) {
+      Generator init(8);
+      Tensor q = randn({2, 6, 4}, &init, dt).requires_grad_(),
+             k = randn({2, 7, 4}, &init, dt).requires_grad_();
+      Tensor v = randn({2, 7, 3}, &init, dt).requires_grad_();
+      Tensor mask = gt(rand({2, 6, 7}, &init), 0.4).contiguous();
+      auto* m = static_cast<uint8_t*>(mask.raw_data_ptr());
+      for (int64_t j = 0; j < 7; ++j) m[(0 * 6 + 2) * 7 + j] = m[(1 * 6 + 5) * 7 + j] = 0;  // rows 2 and 11
+      for (int64_t r = 0; r < 12; ++r) m[r * 7 + 3] = r != 2 && r != 11;
+      Generator gen(3);
+      Tensor out = detail::scaled_dot_product_attention_blocked(
+          q, k, v, {.attn_mask = mask, .dropout_p = p, .generator = &gen}, 4);
+      out.backward(ones_like(out));
+      const Tensor zero_row = zeros({3}, dt), zero_q = zeros({4}, dt);
+      expect_close(out.select(0, 0).select(0, 2), zero_row, 0, 0, "out row 2");
+      expect_close(out.select(0, 1).select(0, 5), zero_row, 0, 0, "out row 11");
+      expect_close(q.grad().select(0, 0).select(0, 2), zero_q, 0, 0, "dq row 2");
+      expect_close(q.grad().select(0, 1).select(0, 5), zero_q, 0, 0, "dq row 11");
+      for (const Tensor& g : {out, q.grad(), k.grad(), v.grad()})
+        for (double x : g.to(kFloat64).to_vector<double>()) ASSERT_FALSE(std::isnan(x)) << "p " << p;
+    }
 }
 
 }  // namespace xgrad::testing
