@@ -1,14 +1,20 @@
 // tests/core/test_attention.cpp: scaled_dot_product_attention against the composed ops it
 // stands for (matmul, masked_fill, softmax, dropout, matmul) -- forward and all three input
 // gradients, float32 and float64, with and without dropout from the same seed, at the GPT
-// bench shapes -- against torch (tests/fixtures/sdpa.txt, from gen_sdpa.py), its memory
-// layouts (no copies around it in the MHA) and its errors. Gradients vs finite differences
-// are rows in gradcheck_rows_attention.cpp.
+// bench shapes -- with attn_mask (bool, float, broadcast) and enable_gqa against the chain
+// with repeat_interleave, against torch (tests/fixtures/sdpa.txt and sdpa_mask_gqa.txt, from
+// gen_sdpa.py and gen_sdpa_mask_gqa.py), its memory layouts (no copies around it in the MHA),
+// its two backward paths (fused, and recorded under create_graph: the same gradients, and
+// second derivatives against finite differences) and its errors. Gradients vs finite
+// differences are rows in gradcheck_rows_attention.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -435,6 +441,129 @@ TEST(ScaledDotProductAttention, MaskAndGqaMatchTorch) {
     expect_close(v.grad(), fx.get(n + ".v.grad"), rtol, atol, n + ".v.grad");
     if (fx.has(n + ".attn_mask.grad"))
       expect_close(mask.grad(), fx.get(n + ".attn_mask.grad"), rtol, atol, n + ".attn_mask.grad");
+  }
+}
+
+// One configuration for the two backward paths: inputs (float64 leaves) and the call.
+struct PathCase {
+  const char* name;
+  std::vector<Shape> shapes;  // q, k, v (and a float mask, a 4th input)
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+};
+
+std::vector<PathCase> path_cases() {
+  using V = std::vector<Tensor>;
+  auto with = [](const V& x, ScaledDotProductAttentionOptions o, int64_t block, uint64_t seed) {
+    Generator g(seed);  // the same dropout mask at every call
+    o.generator = &g;
+    if (x.size() > 3) o.attn_mask = x[3];
+    return detail::scaled_dot_product_attention_blocked(x[0], x[1], x[2], o, block);
+  };
+  auto bool_mask = [](const Shape& shape, int64_t dead_row = -1) {  // key 0 in every row but dead_row
+    Generator g(4);
+    Tensor m = gt(rand(shape, &g), 0.3).contiguous();
+    auto* b = static_cast<uint8_t*>(m.raw_data_ptr());
+    const int64_t S = shape.back();
+    for (int64_t r = 0; r * S < m.numel(); ++r)
+      for (int64_t j = 0; j < S; ++j) b[r * S + j] = r == dead_row ? 0 : j == 0 ? 1 : b[r * S + j];
+    return m;
+  };
+  return {
+      {"causal",
+       {{2, 2, 5, 3}, {2, 2, 5, 3}, {2, 2, 5, 2}},
+       [=](const V& x) { return with(x, {.is_causal = true}, 2, 0); }},
+      {"L!=S dropout",
+       {{2, 3, 4}, {2, 6, 4}, {2, 6, 3}},
+       [=](const V& x) { return with(x, {.dropout_p = 0.4}, 64, 9); }},
+      {"causal dropout",
+       {{1, 2, 6, 3}, {1, 2, 6, 3}, {1, 2, 6, 3}},
+       [=](const V& x) { return with(x, {.dropout_p = 0.3, .is_causal = true}, 4, 3); }},
+      {"bool mask",
+       {{2, 2, 4, 3}, {2, 2, 5, 3}, {2, 2, 5, 2}},
+       [=](const V& x) {
+         return with(x, {.attn_mask = bool_mask({2, 1, 4, 5})}, 3, 0);
+       }},
+      {"bool mask, a dead row",
+       {{1, 2, 4, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}},
+       [=](const V& x) {
+         return with(x, {.attn_mask = bool_mask({1, 2, 4, 5}, 2), .dropout_p = 0.2}, 2, 6);
+       }},
+      {"float mask",
+       {{2, 2, 4, 3}, {2, 2, 5, 3}, {2, 2, 5, 2}, {4, 5}},
+       [=](const V& x) { return with(x, {.scale = 0.8}, 64, 0); }},
+      {"gqa causal dropout",
+       {{1, 4, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}},
+       [=](const V& x) { return with(x, {.dropout_p = 0.3, .is_causal = true, .enable_gqa = true}, 2, 5); }},
+      {"gqa bool mask",
+       {{2, 4, 3, 2}, {2, 1, 4, 2}, {2, 1, 4, 3}},
+       [=](const V& x) {
+         return with(x, {.attn_mask = bool_mask({3, 4}), .enable_gqa = true}, 64, 0);
+       }},
+      {"gqa float mask dropout",
+       {{1, 4, 3, 2}, {1, 2, 4, 2}, {1, 2, 4, 2}, {1, 4, 3, 4}},
+       [=](const V& x) { return with(x, {.dropout_p = 0.25, .enable_gqa = true}, 2, 8); }},
+  };
+}
+
+std::vector<Tensor> leaves(const std::vector<Shape>& shapes, uint64_t seed) {
+  Generator g(seed);
+  std::vector<Tensor> x;
+  for (const Shape& s : shapes) x.push_back(randn(s, &g, kFloat64).requires_grad_());
+  return x;
+}
+
+// The fused backward (grad mode off in the closure) and the one from recorded ops (create_graph)
+// give the same first-order gradients, and only the second carries a history.
+TEST(ScaledDotProductAttention, RecordedBackwardEqualsFused) {
+  for (const PathCase& c : path_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> x = leaves(c.shapes, 21);
+    Tensor out = c.fn(x);
+    Generator g(22);
+    Tensor w = randn(out.shape(), &g, kFloat64);
+    std::vector<Tensor> fused = autograd::grad({(c.fn(x) * w).sum()}, x);
+    std::vector<Tensor> recorded = autograd::grad({(c.fn(x) * w).sum()}, x, {}, {.create_graph = true});
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      expect_close(recorded[i], fused[i], 1e-10, 1e-12, "input " + std::to_string(i));
+      EXPECT_FALSE(fused[i].requires_grad());
+      EXPECT_TRUE(recorded[i].requires_grad()) << "input " << i;
+    }
+  }
+}
+
+// Second derivatives through the recorded backward: the gradient of h(x) = sum_i <df/dx_i, r_i>
+// (f = sum(sdpa(x) * w)) against central differences of h, every element of every input
+// (the dropout mask fixed, as the composed chain's).
+TEST(ScaledDotProductAttention, DoubleBackwardMatchesFiniteDifferences) {
+  for (const PathCase& c : path_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> x = leaves(c.shapes, 31);
+    Generator g(32);
+    Tensor w = randn(c.fn(x).shape(), &g, kFloat64);
+    std::vector<Tensor> r;
+    for (const Shape& s : c.shapes) r.push_back(randn(s, &g, kFloat64));
+    auto h = [&](const std::vector<Tensor>& at, bool create_graph) {
+      std::vector<Tensor> d = autograd::grad({(c.fn(at) * w).sum()}, at, {}, {.create_graph = create_graph});
+      Tensor total = (d[0] * r[0]).sum();
+      for (std::size_t i = 1; i < at.size(); ++i) total = total + (d[i] * r[i]).sum();
+      return total;
+    };
+    std::vector<Tensor> dh = autograd::grad({h(x, true)}, x);
+    const double eps = 1e-6;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      std::vector<double> numeric;
+      for (int64_t e = 0; e < x[i].numel(); ++e) {
+        double hv[2];
+        for (int side = 0; side < 2; ++side) {
+          std::vector<Tensor> at;
+          for (const Tensor& t : x) at.push_back(t.detach().clone().requires_grad_());
+          at[i].data_ptr<double>()[e] += side == 0 ? eps : -eps;
+          hv[side] = h(at, false).item();
+        }
+        numeric.push_back((hv[0] - hv[1]) / (2 * eps));
+      }
+      expect_close(dh[i], from_vector(numeric, c.shapes[i]), 1e-5, 1e-7, "d2 input " + std::to_string(i));
+    }
   }
 }
 

@@ -369,6 +369,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 //               key/value head h / (Hq / Hkv), as key.repeat_interleave(Hq / Hkv, -3) would,
 //               but the repeated keys are never formed (the key/value gradients sum over each
 //               group). Dropout draws the composed chain's (..., Hq, L, S) mask.
+// The backward is differentiable (create_graph): with grad mode on it computes from recorded
+// ops (matmul, softmax, the saved dropout mask), else it runs the fused kernel.
 // Spelled positionally in torch's order:
 //   scaled_dot_product_attention(q, k, v, mask, 0.0, false, std::nullopt, true)
 // or by keyword, as in torch (the options struct below):
