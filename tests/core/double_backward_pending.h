@@ -10,7 +10,7 @@ namespace xgrad::testing {
 
 inline const std::set<std::string>& double_backward_pending() {
   static const std::set<std::string> pending = {
-      "linear",
+      "sdpa",
   };
   return pending;
 }
