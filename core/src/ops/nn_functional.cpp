@@ -9,7 +9,7 @@
 //
 // With grad mode on inside the backward (backward with create_graph), each op computes the
 // same gradient from recorded ops instead, so it can be differentiated again: dropout with
-// its saved mask, embedding as an index_put that accumulates, layer_norm as torch's
+// its saved mask, embedding with a recorded embedding_dense_backward, layer_norm as torch's
 // native_layer_norm_backward, cross_entropy as (softmax(x) - q) * g. The kernel path is the
 // one an ordinary backward takes; tests/core/test_fused_composed.cpp pins that both agree. Adding
 // an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
@@ -79,6 +79,23 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
 }
 
 // ---------------------------------------------------------------- embedding
+namespace {
+
+// embedding's gradient as an op of its own (torch's embedding_dense_backward): dw (V, D) with
+// dw[ids[i]] += dout[i] (repeated ids accumulate). Recorded when grad mode is on (a backward
+// with create_graph); its own backward is an embedding lookup, so it differentiates to any
+// order. With grad mode off it is the kernel call alone.
+Tensor embedding_dense_backward(const Tensor& dout, const Tensor& ids, int64_t V, int64_t D) {
+  Tensor dw = zeros({V, D}, dout.dtype());
+  kernels::embedding_backward(ids, contig(dout), dw);
+  return record("EmbeddingDenseBackwardBackward0", dw, {dout}, [ids](const Tensor& ddw, Grads& grads) {
+    // in the forward pass dw[ids[i]] += dout[i], so ddout[i] = ddw[ids[i]]
+    grads.add(0, embedding(ddw, ids));
+  });
+}
+
+}  // namespace
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   profiler::RecordFunction rec("embedding");
   if (weight.dim() != 2)
@@ -104,13 +121,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                 [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
                   // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
                   // accumulate)
-                  if (GradMode::is_enabled()) {
-                    grads.add(0, zeros({V, D}, dout.dtype()).index_put({ids.get()}, dout, true));
-                    return;
-                  }
-                  Tensor dw = zeros({V, D}, dout.dtype());
-                  kernels::embedding_backward(ids.get(), contig(dout), dw);
-                  grads.add(0, std::move(dw));
+                  grads.add(0, embedding_dense_backward(dout, ids.get(), V, D));
                 });
 }
 
