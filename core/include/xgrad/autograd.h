@@ -219,7 +219,7 @@ namespace autograd {
 
 struct GradOptions {
   // keep the graph (its saved tensors) for another pass; unset: as create_graph
-  std::optional<bool> retain_graph;
+  std::optional<bool> retain_graph = std::nullopt;
   // record the backward itself, so the gradients returned can be differentiated again
   bool create_graph = false;
   bool allow_unused = false;  // an input the outputs do not depend on gets an undefined Tensor
