@@ -135,13 +135,8 @@ TEST_P(FusedComposed, RecordedBackwardGivesTheKernelsGradient) {
   const Tensor out = c.fn(leaves);
   const Tensor w = randn(out.shape(), &gen, dt).requires_grad_();  // dloss/dout, itself a leaf
 
-  autograd::GradOptions kernel_path;
-  kernel_path.retain_graph = true;
-  const V fast = autograd::grad({out}, leaves, {w}, kernel_path);
-  autograd::GradOptions recorded_path;
-  recorded_path.retain_graph = true;
-  recorded_path.create_graph = true;
-  const V composed = autograd::grad({out}, leaves, {w}, recorded_path);
+  const V fast = autograd::grad({out}, leaves, {w}, {.retain_graph = true});
+  const V composed = autograd::grad({out}, leaves, {w}, {.retain_graph = true, .create_graph = true});
 
   const bool f64 = dt == kFloat64;
   for (std::size_t i = 0; i < leaves.size(); ++i) {
@@ -150,6 +145,19 @@ TEST_P(FusedComposed, RecordedBackwardGivesTheKernelsGradient) {
     EXPECT_TRUE(composed[i].requires_grad()) << what << ": create_graph gave a gradient without history";
     expect_close(composed[i].detach(), fast[i], f64 ? 1e-11 : 2e-5, f64 ? 1e-13 : 1e-6, what);
   }
+}
+
+// embedding's gradient is an op of its own under create_graph, named as torch names it, and
+// its backward is an embedding lookup of the gradient flowing into it
+TEST(FusedComposedEmbedding, GradientIsARecordedEmbeddingDenseBackward) {
+  const Tensor ids = tensor({{1, 3, 3}, {4, 0, 1}});
+  Tensor weight = randn({5, 2}, nullptr, kFloat64).requires_grad_();
+  Tensor dout = randn({2, 3, 2}, nullptr, kFloat64).requires_grad_();
+  const Tensor dw = autograd::grad({embedding(weight, ids)}, {weight}, {dout}, {.create_graph = true})[0];
+  EXPECT_EQ(dw.grad_fn_name(), "EmbeddingDenseBackwardBackward0");
+  const Tensor r = randn({5, 2}, nullptr, kFloat64);
+  const Tensor ddout = autograd::grad({dw}, {dout}, {r})[0];
+  expect_close(ddout, embedding(r, ids), 0.0, 0.0, "d<dw, r>/ddout");
 }
 
 std::vector<ComposedParam> params() {

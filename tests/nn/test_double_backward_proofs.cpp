@@ -42,12 +42,6 @@ const Proof kProofs[] = {{kFloat64, ".f64", 1e-10}, {kFloat32, ".f32", 1e-5}};
 // fixture tensor `name` in dtype dt
 Tensor get(const std::string& name, DType dt) { return fixture().get(name).to(dt); }
 
-autograd::GradOptions with_graph() {
-  autograd::GradOptions o;
-  o.create_graph = true;
-  return o;
-}
-
 // Each actual tensor equals its expected one within rel * (the largest |expected| of them all).
 void expect_proof_close(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected,
                         const std::vector<std::string>& names, double rel) {
@@ -90,7 +84,7 @@ TEST(DoubleBackwardProofs, WganGradientPenaltyCriticGradientsMatchTorch) {
     const Tensor real = get("wgan.real", p.dtype), fake = get("wgan.fake", p.dtype);
     const Tensor eps = get("wgan.eps", p.dtype);                        // (8, 1)
     Tensor x_hat = (eps * real + (1.0 - eps) * fake).requires_grad_();  // (8, 4)
-    const Tensor grad_x = autograd::grad({(*d)(x_hat).sum()}, {x_hat}, {}, with_graph())[0];
+    const Tensor grad_x = autograd::grad({(*d)(x_hat).sum()}, {x_hat}, {}, {.create_graph = true})[0];
     EXPECT_TRUE(grad_x.requires_grad());
     const Tensor gp = (norm(grad_x, 2.0, 1) - 1.0).pow(2.0).mean();
     const Tensor loss = (*d)(fake).mean() - (*d)(real).mean() + 10.0 * gp;
@@ -138,7 +132,7 @@ TEST(DoubleBackwardProofs, GptLossHessianVectorProductMatchesTorch) {
 
     const Tensor loss = cross_entropy(model(in_idx).flatten(0, 1), targets.flatten());
     xgrad::testing::expect_close(loss, get("gpt.loss" + std::string(p.suffix), p.dtype), p.rel, 0.0, "loss");
-    const std::vector<Tensor> g = autograd::grad({loss}, params, {}, with_graph());
+    const std::vector<Tensor> g = autograd::grad({loss}, params, {}, {.create_graph = true});
     Tensor dot = zeros({}, p.dtype);
     for (std::size_t i = 0; i < g.size(); ++i) dot = dot + (g[i] * v[i].to(p.dtype)).sum();
     const std::vector<Tensor> hv = autograd::grad({dot}, params);
@@ -169,7 +163,7 @@ TEST(DoubleBackwardProofs, MamlMetaGradientMatchesTorch) {
         return get("maml.task" + std::to_string(k) + "." + what, p.dtype);
       };
       const Tensor inner = mse_loss(mlp(task("xs"), theta), task("ys"));
-      const std::vector<Tensor> g = autograd::grad({inner}, theta, {}, with_graph());
+      const std::vector<Tensor> g = autograd::grad({inner}, theta, {}, {.create_graph = true});
       std::vector<Tensor> adapted;  // one inner SGD step, lr 0.1, kept on the graph
       for (std::size_t i = 0; i < theta.size(); ++i) adapted.push_back(theta[i] - 0.1 * g[i]);
       meta_loss = meta_loss + mse_loss(mlp(task("xq"), adapted), task("yq"));
