@@ -1,4 +1,6 @@
-// core/src/gradcheck.cpp: compare analytic gradients (backward) with central differences.
+// core/src/gradcheck.cpp: compare analytic gradients (backward) with central differences
+// (gradcheck), and analytic second derivatives with central differences of the first-order
+// gradient (gradgradcheck, at the end).
 //
 // loss(inputs) = sum(fn(inputs) * w), w uniform in [-1, 1] from a private generator, so every
 // output element gets a different weight. For each input that requires grad and each of its
@@ -239,6 +241,103 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
     }
   }
   restore();
+  return result;
+}
+
+// ---------------------------------------------------------------- gradgradcheck
+namespace {
+// v's values laid out with a step: every other element of a buffer twice as wide along the
+// last dim longer than 1 (v itself when there is none), as a leaf that requires grad.
+Tensor noncontiguous_leaf(const Tensor& v) {
+  NoGradGuard guard;
+  int64_t last = -1;
+  for (int64_t d = 0; d < v.dim(); ++d)
+    if (v.size(d) > 1) last = d;
+  if (last < 0) return Tensor();
+  Shape wide = v.shape();
+  wide[last] = 2 * v.size(last);
+  Tensor t = zeros(wide, v.dtype()).slice(last, 0, wide[last], 2);
+  t.copy_(v);
+  return t.detach().requires_grad_();
+}
+}  // namespace
+
+GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradgradcheckOptions& opt) {
+  GradcheckResult result;
+  auto failed = [&](const std::string& msg) {
+    result.ok = false;
+    result.message = "gradgradcheck(" + opt.name + "): " + msg;
+    return result;
+  };
+  std::vector<std::size_t> wrt;  // the inputs that require grad
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wrt.push_back(i);
+  Tensor out;
+  {
+    AutoGradMode grad_on(true);
+    out = fn(inputs);
+  }
+  if (!out.requires_grad())
+    return failed("the output does not require grad (no input requires grad, or fn detached it)");
+  const std::string out_fn = out.grad_fn_name();
+  const Shape out_shape = out.shape();
+  const DType out_dtype = out.dtype();
+  out = Tensor();
+
+  // (inputs..., v) -> the first-order gradients, flattened and concatenated: one vector output
+  const GradcheckFn first_order = [fn, wrt](const std::vector<Tensor>& args) {
+    AutoGradMode grad_on(true);  // gradcheck evaluates under NoGradGuard; this needs the graph
+    const std::vector<Tensor> x(args.begin(), args.end() - 1);
+    std::vector<Tensor> xs;
+    for (std::size_t i : wrt) xs.push_back(x[i]);
+    const std::vector<Tensor> g =
+        autograd::grad({fn(x)}, xs, {args.back()}, {.create_graph = true, .allow_unused = true});
+    std::vector<Tensor> flat;
+    for (std::size_t k = 0; k < g.size(); ++k)
+      flat.push_back(g[k].defined() ? g[k].reshape({-1}) : zeros({xs[k].numel()}, xs[k].dtype()));
+    return cat(flat, 0);
+  };
+
+  Generator gen(opt.seed);
+  const Tensor v0 = randn(out_shape, &gen, kFloat64).to(out_dtype);
+  std::vector<std::pair<std::string, Tensor>> grad_outputs;
+  if (opt.contiguous_grad_outputs) grad_outputs.emplace_back("contiguous", v0.clone().requires_grad_());
+  if (opt.noncontiguous_grad_outputs)
+    if (Tensor v = noncontiguous_leaf(v0); v.defined()) grad_outputs.emplace_back("non-contiguous", v);
+  if (grad_outputs.empty()) grad_outputs.emplace_back("contiguous", v0.clone().requires_grad_());
+
+  for (const auto& [layout, v] : grad_outputs) {
+    std::vector<Tensor> args = inputs;
+    args.push_back(v);
+    {  // a first-order gradient without history must be zero (pow(x, 0): a constant function);
+      // any other has no second derivative to check, its backward did not record
+      Tensor g = first_order(args);
+      if (!g.requires_grad()) {
+        bool zero = true;
+        for (double e : g.to_vector<double>()) zero = zero && e == 0.0;
+        if (zero) continue;
+        return failed("the first-order gradient of " + out_fn +
+                      " has no history: its backward does not record under create_graph");
+      }
+    }
+    GradcheckOptions o;
+    o.name = opt.name + " second order, " + layout + " grad_outputs";
+    o.eps = opt.eps;
+    o.atol = opt.atol;
+    o.rtol = opt.rtol;
+    o.seed = opt.seed + 1;
+    o.dout_layouts = opt.dout_layouts;
+    GradcheckResult r = gradcheck(first_order, args, o);
+    result.max_abs_error = std::max(result.max_abs_error, r.max_abs_error);
+    for (const std::string& l : r.layouts) result.layouts.push_back(layout + " v, " + l);
+    if (!r.ok) {
+      result.ok = false;
+      result.message = "gradgradcheck(" + opt.name + "): input " + std::to_string(inputs.size()) +
+                       " is the grad_output v; " + r.message;
+      return result;
+    }
+  }
   return result;
 }
 

@@ -34,6 +34,7 @@
 #include <algorithm>
 
 #include "kernels.h"
+#include "op_helpers.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 
@@ -109,6 +110,49 @@ void as_strided_backward(const Geometry& base, const Geometry& view, const Tenso
   grads.add(0, base_grad(s, base));
 }
 
+// The region a view of geometry v reads from a base-shaped tensor, as a fresh tensor of the
+// view's shape (what as_strided reads), and its adjoint: a view-shaped gradient scattered into
+// a zero base (as_strided_backward). A backward being recorded pairs them with linear_map.
+auto read_region(const Geometry& b, const Geometry& v) {
+  return [b, v](const Tensor& g) {
+    StorageLike s = storage_like(b, g.dtype(), /*zero=*/false);
+    kernels::copy_into(s.as(b), g);
+    Tensor r = empty(v.shape, g.dtype());
+    kernels::copy_into(r, s.as(v));
+    return r;
+  };
+}
+auto scatter_region(const Geometry& b, const Geometry& v) {
+  return [b, v](const Tensor& g) {
+    StorageLike s = storage_like(b, g.dtype(), /*zero=*/true);
+    scatter_into(s.as(v), g);
+    return base_grad(s, b);
+  };
+}
+
+// CopySlices' backward when it is recorded (create_graph), with recorded ops: the old base
+// gets dout outside the region (dout minus dout's region put back) plus F's gradient for the
+// view's old values inside it.
+void copy_slices_recorded(Node& f, const std::shared_ptr<Node>& sink, const Geometry& b, const Geometry& v,
+                          const Tensor& dout, Grads& grads) {
+  const Tensor dregion = linear_map("AsStridedBackward0", "AsStridedScatterBackward0", dout,
+                                    read_region(b, v), scatter_region(b, v));
+  if (sink) sink->pending = Tensor();
+  Grads to_f(f);
+  f.backward(dregion, to_f);
+  if (!sink) return;
+  Tensor d_old = std::move(sink->pending);
+  sink->pending = Tensor();
+  sink->pending_owned = false;
+  auto put = [&](const Tensor& g) {
+    return linear_map("AsStridedScatterBackward0", "AsStridedBackward0", g, scatter_region(b, v),
+                      read_region(b, v));
+  };
+  Tensor g = sub(dout, put(dregion));
+  if (d_old.defined()) g = add(g, put(d_old));
+  grads.add(0, g);
+}
+
 // t.retain_grad() keeps the gradient of t's current values: the node that now produces them
 // (torch 2 does the same; 1.13 leaves it on the old node when a view was written).
 void move_retained_grad(TensorImpl& t, const std::shared_ptr<TensorImpl>& handle,
@@ -135,6 +179,9 @@ void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
   std::shared_ptr<Node> node = new_node("AsStridedBackward0");
   node->next.push_back(std::move(edge));
   node->backward = [b = geometry_of(*v.view_base), g = geometry_of(v)](const Tensor& dout, Grads& grads) {
+    if (GradMode::is_enabled())  // recorded: a linear map of dout, differentiable again
+      return grads.add(0, linear_map("AsStridedScatterBackward0", "AsStridedBackward0", dout,
+                                     scatter_region(b, g), read_region(b, g)));
     as_strided_backward(b, g, dout, grads);
   };
   node->output = &v;
@@ -237,6 +284,7 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
       // in the forward pass the base's region under the view was replaced by F(view, others)
       // and the rest kept its old values: the old base gets dout outside the region and F's
       // gradient for the view's old values inside it; F's other inputs get F's gradients
+      if (GradMode::is_enabled()) return copy_slices_recorded(*f, sink, b, v, dout, grads);
       StorageLike s = storage_like(b, dout.dtype(), /*zero=*/false);
       Tensor whole = s.as(b);
       kernels::copy_into(whole, dout);

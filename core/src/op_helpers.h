@@ -3,12 +3,15 @@
 // - wrap_dim: a dim counted from 0 (negative from the end), range-checked.
 // - contig / dense_copy: a contiguous tensor to read a kernel's input from, unrecorded.
 // - checked_mul: a product in shape and stride arithmetic, overflow-checked.
+// - linear_map: a backward that is a linear map of dout computed by a kernel (scattering a
+//   view's gradient, gather's scatter), recorded so that it can be differentiated again.
 //
 // The version counter has one spelling too: Tensor::bump_version() (xgrad/tensor.h).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 
+#include "xgrad/autograd.h"
 #include "xgrad/tensor.h"
 
 namespace xgrad {
@@ -35,5 +38,22 @@ Tensor contig(const Tensor& t);
 
 // a * b; an int64 overflow throws naming `shape` (the shape whose count or stride it is).
 int64_t checked_mul(int64_t a, int64_t b, const Shape& shape);
+
+// y = L(x) for a linear map L computed by a kernel (l), whose adjoint L^T is computed by lt.
+// When grad mode is on and x requires grad (a backward being recorded: create_graph), y is
+// recorded as `name` with backward dx = L^T(dy), itself recorded as `adjoint` with backward L,
+// so every order of derivative exists. Otherwise it is l(x) and nothing else. l and lt take a
+// tensor without history and capture only values.
+//   in the forward pass out = gather(a, index), so da = scatter_add(zeros, index, dout):
+//   grads.add(0, linear_map("ScatterAddBackward0", "GatherBackward0", dout, scatter, gather));
+template <class L, class Lt>
+Tensor linear_map(const char* name, const char* adjoint, const Tensor& x, const L& l, const Lt& lt) {
+  if (!GradMode::is_enabled() || !x.requires_grad()) return l(x);
+  Tensor y = l(x.detach());
+  return record(name, y, {x}, [name, adjoint, l, lt](const Tensor& dy, Grads& grads) {
+    // y = L(x), so dx = L^T(dy)
+    grads.add(0, linear_map(adjoint, name, dy, lt, l));
+  });
+}
 
 }  // namespace xgrad

@@ -27,6 +27,11 @@
 // rejects that layout by design (view merging dims that are not contiguous); say why in the
 // row. (Ties from repeated rows are no reason: the tied copies are one leaf element, whose
 // derivative is the same whichever copy wins.)
+//
+// Every row also runs gradgradcheck (the second derivatives, through the op's double
+// backward) on its inputs as made, with a non-contiguous grad_output. A row that cannot (its
+// op has no second derivative to check) says why in no_gradgradcheck. An op whose backward
+// is not differentiable yet is listed in double_backward_pending.h, and its rows are skipped.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -46,6 +51,7 @@ struct GradcheckRow {
   double rtol = 1e-4;
   bool strided_inputs = true;  // see above: false only with a reason
   bool broadcast_inputs = true;
+  std::string no_gradgradcheck;  // why gradgradcheck cannot run on this row ("": it runs)
 };
 
 // One way to lay out a row's inputs: the leaves gradcheck perturbs and the fn that reads them.

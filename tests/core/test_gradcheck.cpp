@@ -3,6 +3,7 @@
 // reject a wrong backward, and backward must add into pre-filled gradients.
 #include <cmath>
 
+#include "double_backward_pending.h"
 #include "gradcheck_table.h"
 
 namespace xgrad::testing {
@@ -121,6 +122,23 @@ TEST_P(OpGradcheck, MatchesFiniteDifferences) {
   }
 }
 
+// The op's backward differentiated again: gradgradcheck on the inputs as made, with the
+// grad_output non-contiguous (the first-order douts' layouts are covered above).
+TEST_P(OpGradcheck, SecondDerivativesMatchFiniteDifferences) {
+  const GradcheckRow& row = GetParam();
+  if (!row.no_gradgradcheck.empty()) GTEST_SKIP() << "no gradgradcheck: " << row.no_gradgradcheck;
+  if (double_backward_pending(row.name))
+    GTEST_SKIP() << row.name << ": its op's backward is not differentiable yet (double_backward_pending.h)";
+  GradgradcheckOptions opt;
+  opt.name = row.name;
+  opt.atol = row.atol;
+  opt.rtol = row.rtol;
+  opt.contiguous_grad_outputs = false;
+  opt.dout_layouts = false;
+  GradcheckResult r = gradgradcheck(row.fn, row.make_inputs(), opt);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 // ---- the checker itself
 
 // x * x whose backward is off by 1% in one element: the checker must notice.
@@ -212,6 +230,53 @@ TEST(Gradcheck, InputLayoutsAreStridedAndBroadcast) {
   EXPECT_EQ(input_layouts(row).size(), 2u);
   row.strided_inputs = false;
   EXPECT_EQ(input_layouts(row).size(), 1u);
+}
+
+// x * x with a right first-order backward that is not differentiable: computed by a kernel
+// (no history), or with x detached (history through dout only).
+static Tensor square_with_backward(const Tensor& x, bool detach_x) {
+  Tensor out = empty(x.shape(), x.dtype());
+  {
+    NoGradGuard g;
+    out.copy_(x * x);
+  }
+  return record("SquareBackward", out, {x}, [xs = save(x), detach_x](const Tensor& dout, Grads& grads) {
+    if (detach_x) return grads.add(0, dout * xs.get().detach() * 2.0);
+    NoGradGuard raw;  // the deliberate bug: the gradient carries no history
+    grads.add(0, dout * xs.get() * 2.0);
+  });
+}
+
+TEST(Gradgradcheck, RejectsABackwardThatDoesNotRecord) {
+  auto x = inputs({{2, 3}});
+  auto raw = [](const std::vector<Tensor>& in) { return square_with_backward(in[0], false); };
+  EXPECT_TRUE(gradcheck(raw, x).ok);  // the first order is right
+  GradcheckResult r = gradgradcheck(raw, x, {.name = "raw_square"});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("gradgradcheck(raw_square)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("has no history"), std::string::npos) << r.message;
+}
+
+TEST(Gradgradcheck, RejectsAWrongSecondDerivative) {
+  auto x = inputs({{2, 3}});
+  auto detached = [](const std::vector<Tensor>& in) { return square_with_backward(in[0], true); };
+  EXPECT_TRUE(gradcheck(detached, x).ok);
+  GradcheckResult r = gradgradcheck(detached, x, {.name = "detached_square"});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("input 0"), std::string::npos) << r.message;  // d/dx of dx is wrong
+}
+
+TEST(Gradgradcheck, AcceptsRecordedBackwardsWithEveryGradOutputLayout) {
+  auto x = inputs({{3, 4}, {4}});
+  GradcheckResult r = gradgradcheck(
+      [](const std::vector<Tensor>& in) { return tanh(in[0] * in[1]).pow(3.0) / (in[1].exp() + 1.0); }, x);
+  EXPECT_TRUE(r.ok) << r.message;
+  ASSERT_FALSE(r.layouts.empty());
+  EXPECT_EQ(r.layouts.front(), "contiguous v, contiguous");
+  EXPECT_EQ(r.layouts.back(), "non-contiguous v, expanded");
+  // a function whose first-order gradient is zero (no history) has nothing to differentiate
+  r = gradgradcheck([](const std::vector<Tensor>& in) { return in[0].pow(0.0); }, x);
+  EXPECT_TRUE(r.ok) << r.message;
 }
 
 TEST(Gradcheck, AcceptsTheSameOpWithACorrectBackward) {

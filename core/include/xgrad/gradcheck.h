@@ -1,4 +1,5 @@
-// xgrad/gradcheck.h: check an op's backward against central finite differences.
+// xgrad/gradcheck.h: check an op's backward against central finite differences (gradcheck),
+// and its backward's backward (gradgradcheck).
 //
 // The loss is a randomly weighted sum of the output (a plain sum would hide a wrong softmax
 // backward, since softmax rows sum to one). Inputs should be float64 for tight tolerances;
@@ -50,5 +51,35 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+// torch.autograd.gradgradcheck: checks that the first-order gradient is itself differentiated
+// right. With random grad_outputs v (float64 randn of fn's output shape, a leaf that requires
+// grad), the function (inputs, v) -> autograd::grad(fn(inputs), inputs, v, create_graph) (the
+// gradients of the inputs that require grad, flattened and concatenated; one an input does not
+// reach counts as zeros) goes through gradcheck: its backward (the double backward of every op
+// in fn) against central differences of the first-order gradient, with respect to the inputs
+// and to v. A backward that does not record under create_graph fails here (its gradient has no
+// history, or the wrong one).
+//
+// v is checked contiguous and non-contiguous (every other element of a buffer twice as wide
+// along its last dim longer than 1, as torch's gen_non_contig_grad_outputs); dout_layouts
+// applies to the second-order pass (the layouts of the gradient flowing into the gradients).
+//
+//   auto r = gradgradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {x},
+//                          {.name = "tanh"});
+//   EXPECT_TRUE(r.ok) << r.message;
+struct GradgradcheckOptions {
+  std::string name = "fn";
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  uint64_t seed = 1234;                    // for v and the second-order loss weights
+  bool contiguous_grad_outputs = true;     // check with v contiguous
+  bool noncontiguous_grad_outputs = true;  // and with v laid out with a step
+  bool dout_layouts = true;                // gradcheck's dout layouts for the second-order pass
+};
+
+GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradgradcheckOptions& options = {});
 
 }  // namespace xgrad

@@ -100,6 +100,32 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape, co
   });
 }
 
+// zeros of `shape` plus src's elements at the positions of index_shape scattered along d
+// (what gather's backward computes), unrecorded
+Tensor scatter_to_zeros(const Tensor& src, const Shape& shape, int64_t d, const Shape& index_shape,
+                        const std::vector<int64_t>& idx) {
+  Tensor out = zeros(shape, src.dtype());
+  scatter_add_into(out, d, index_shape, idx, src);
+  return out;
+}
+
+// zeros of `shape` holding, at each position p of index_shape, g at p with dim d at idx[p]
+// (gather into a tensor at least as large as index_shape: scatter_to_zeros' adjoint), unrecorded
+Tensor gather_to_zeros(const Tensor& g, const Shape& shape, int64_t d, const Shape& index_shape,
+                       const std::vector<int64_t>& idx) {
+  Tensor out = zeros(shape, g.dtype());
+  const std::vector<int64_t> from =
+      indexed_offsets(index_shape, g.dim() == 0 ? Shape{} : g.strides(), d, idx);
+  const std::vector<int64_t> to = offsets_of(index_shape, out.dim() == 0 ? Shape{} : out.strides());
+  kernels::dispatch_float(g.dtype(), "gather", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = g.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    for (std::size_t i = 0; i < idx.size(); ++i) po[to[i]] = pg[from[i]];
+  });
+  return out;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- gather
@@ -117,14 +143,15 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
     T* po = out.data_ptr<T>();
     for (std::size_t i = 0; i < idx.size(); ++i) po[i] = pa[from[i]];
   });
-  return record("GatherBackward0", out, {a},
-                [a_shape = a.shape(), d, idx, index_shape = index.shape()](const Tensor& dout, Grads& grads) {
-                  // in the forward pass out[p] = a[p with dim d at index[p]], so da there += dout[p]
-                  // (an index that repeats accumulates)
-                  Tensor da = zeros(a_shape, dout.dtype());
-                  scatter_add_into(da, d, index_shape, idx, dout);
-                  grads.add(0, da);
-                });
+  return record(
+      "GatherBackward0", out, {a},
+      [a_shape = a.shape(), d, idx, index_shape = index.shape()](const Tensor& dout, Grads& grads) {
+        // in the forward pass out[p] = a[p with dim d at index[p]], so da there += dout[p]
+        // (an index that repeats accumulates)
+        auto scatter = [=](const Tensor& g) { return scatter_to_zeros(g, a_shape, d, index_shape, idx); };
+        auto gather = [=](const Tensor& g) { return gather_to_zeros(g, index_shape, d, index_shape, idx); };
+        grads.add(0, linear_map("ScatterAddBackward0", "GatherBackward0", dout, scatter, gather));
+      });
 }
 
 // ---------------------------------------------------------------- scatter_add
@@ -148,17 +175,10 @@ Tensor scatter_add(const Tensor& a, Int dim, const Tensor& index, const Tensor& 
         // dout at p's scattered place (gather); src elements outside index's shape were unused
         if (grads.wants(0)) grads.add(0, dout);
         if (grads.wants(1)) {
-          Tensor dsrc = zeros(src_shape, dout.dtype());
-          const std::vector<int64_t> from =
-              indexed_offsets(index_shape, dout.dim() == 0 ? Shape{} : dout.strides(), d, idx);
-          const std::vector<int64_t> to = offsets_of(index_shape, dsrc.dim() == 0 ? Shape{} : dsrc.strides());
-          kernels::dispatch_float(dout.dtype(), "scatter_add", [&](auto tag) {
-            using T = decltype(tag);
-            const T* pg = dout.data_ptr<T>();
-            T* ps = dsrc.data_ptr<T>();
-            for (std::size_t i = 0; i < idx.size(); ++i) ps[to[i]] = pg[from[i]];
-          });
-          grads.add(1, dsrc);
+          const Shape a_shape = dout.shape();
+          auto gather = [=](const Tensor& g) { return gather_to_zeros(g, src_shape, d, index_shape, idx); };
+          auto scatter = [=](const Tensor& g) { return scatter_to_zeros(g, a_shape, d, index_shape, idx); };
+          grads.add(1, linear_map("GatherBackward0", "ScatterAddBackward0", dout, gather, scatter));
         }
       });
 }
@@ -189,14 +209,29 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
                 [a_shape = a.shape(), shape, picked](const Tensor& dout, Grads& grads) {
                   // in the forward pass out[j] = a at the j-th true position, so that position of the
                   // broadcast shape gets dout[j]; then sum over the dims a was broadcast along
-                  Tensor g = zeros(shape, dout.dtype());
-                  const Tensor gd = dout.contiguous();
-                  kernels::dispatch_float(dout.dtype(), "masked_select", [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* pd = gd.data_ptr<T>();
-                    T* pg = g.data_ptr<T>();
-                    for (std::size_t j = 0; j < picked.size(); ++j) pg[picked[j]] = pd[j];
-                  });
+                  auto place = [=](const Tensor& dout) {
+                    Tensor g = zeros(shape, dout.dtype());
+                    const Tensor gd = dout.contiguous();
+                    kernels::dispatch_float(dout.dtype(), "masked_select", [&](auto tag) {
+                      using T = decltype(tag);
+                      const T* pd = gd.data_ptr<T>();
+                      T* pg = g.data_ptr<T>();
+                      for (std::size_t j = 0; j < picked.size(); ++j) pg[picked[j]] = pd[j];
+                    });
+                    return g;
+                  };
+                  auto pick = [=](const Tensor& g) {
+                    Tensor out = empty({static_cast<int64_t>(picked.size())}, g.dtype());
+                    const Tensor gc = g.contiguous();
+                    kernels::dispatch_float(g.dtype(), "masked_select", [&](auto tag) {
+                      using T = decltype(tag);
+                      const T* pg = gc.data_ptr<T>();
+                      T* po = out.data_ptr<T>();
+                      for (std::size_t j = 0; j < picked.size(); ++j) po[j] = pg[picked[j]];
+                    });
+                    return out;
+                  };
+                  Tensor g = linear_map("MaskedScatterBackward0", "MaskedSelectBackward0", dout, place, pick);
                   grads.add(0, g.shape() == a_shape ? g : sum_to(g, a_shape));
                 });
 }
@@ -250,15 +285,16 @@ ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
       }
     }
   });
-  r.values = record("TopkBackward0", r.values, {a},
-                    [a_shape = a.shape(), d, idx = r.indices.to_vector<int64_t>(), out_shape](
-                        const Tensor& dout, Grads& grads) {
-                      // in the forward pass values = a at the chosen indices along d, so each chosen element
-                      // gets its dout (the indices are distinct within a row)
-                      Tensor da = zeros(a_shape, dout.dtype());
-                      scatter_add_into(da, d, out_shape, idx, dout);
-                      grads.add(0, da);
-                    });
+  r.values = record(
+      "TopkBackward0", r.values, {a},
+      [a_shape = a.shape(), d, idx = r.indices.to_vector<int64_t>(), out_shape](const Tensor& dout,
+                                                                                Grads& grads) {
+        // in the forward pass values = a at the chosen indices along d, so each chosen element
+        // gets its dout (the indices are distinct within a row)
+        auto scatter = [=](const Tensor& g) { return scatter_to_zeros(g, a_shape, d, out_shape, idx); };
+        auto gather = [=](const Tensor& g) { return gather_to_zeros(g, out_shape, d, out_shape, idx); };
+        grads.add(0, linear_map("ScatterBackward0", "TopkBackward0", dout, scatter, gather));
+      });
   return r;
 }
 
@@ -349,37 +385,54 @@ Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tenso
   self.bump_version();
   // backward: dout's positions, in a contiguous dout of self's shape
   std::vector<int64_t> pos = plan_index_put(op, self.shape(), contiguous_strides(self.shape()), indices).dst;
-  return record_inplace("IndexPutBackward0", self, {values},
-                        [pos = std::move(pos), acc, region = plan.region, v_shape = values.shape()](
-                            const Tensor& dout, Grads& grads) {
-                          // in the forward pass self[pos] = values (or += values with accumulate), so
-                          // dvalues = dout[pos] (summed over broadcast dims) and dself = dout, zeroed at pos
-                          // unless accumulating (the written elements no longer depend on the old self)
-                          const Tensor dy = dout.contiguous();
-                          if (grads.wants(1)) {
-                            Tensor dv = empty(region, dy.dtype());
-                            kernels::dispatch_float(dy.dtype(), "index_put_backward", [&](auto tag) {
-                              using T = decltype(tag);
-                              const T* pd = dy.data_ptr<T>();
-                              T* pv = dv.data_ptr<T>();
-                              for (std::size_t i = 0; i < pos.size(); ++i) pv[i] = pd[pos[i]];
-                            });
-                            grads.add(1, dv.shape() == v_shape ? dv : sum_to(dv, v_shape));
-                          }
-                          if (grads.wants(0)) {
-                            if (acc) {
-                              grads.add(0, dy);
-                              return;
-                            }
-                            Tensor dx = dy.clone().detach();
-                            kernels::dispatch_float(dx.dtype(), "index_put_backward", [&](auto tag) {
-                              using T = decltype(tag);
-                              T* px = dx.data_ptr<T>();
-                              for (int64_t p : pos) px[p] = T(0);
-                            });
-                            grads.add(0, dx);
-                          }
-                        });
+  return record_inplace(
+      "IndexPutBackward0", self, {values},
+      [pos = std::move(pos), acc, region = plan.region, v_shape = values.shape()](const Tensor& dout,
+                                                                                  Grads& grads) {
+        // in the forward pass self[pos] = values (or += values with accumulate), so
+        // dvalues = dout[pos] (summed over broadcast dims) and dself = dout, zeroed at pos
+        // unless accumulating (the written elements no longer depend on the old self)
+        const Shape self_shape = dout.shape();
+        if (grads.wants(1)) {
+          auto take = [=](const Tensor& dout) {  // dout[pos], shaped as the region
+            const Tensor dy = dout.contiguous();
+            Tensor dv = empty(region, dy.dtype());
+            kernels::dispatch_float(dy.dtype(), "index_put_backward", [&](auto tag) {
+              using T = decltype(tag);
+              const T* pd = dy.data_ptr<T>();
+              T* pv = dv.data_ptr<T>();
+              for (std::size_t i = 0; i < pos.size(); ++i) pv[i] = pd[pos[i]];
+            });
+            return dv;
+          };
+          auto put = [=](const Tensor& g) {  // zeros with g added at pos: take's adjoint
+            const Tensor gc = g.contiguous();
+            Tensor out = zeros(self_shape, g.dtype());
+            kernels::dispatch_float(g.dtype(), "index_put_backward", [&](auto tag) {
+              using T = decltype(tag);
+              const T* pg = gc.data_ptr<T>();
+              T* po = out.data_ptr<T>();
+              for (std::size_t i = 0; i < pos.size(); ++i) po[pos[i]] += pg[i];
+            });
+            return out;
+          };
+          Tensor dv = linear_map("IndexBackward0", "IndexPutBackward0", dout, take, put);
+          grads.add(1, dv.shape() == v_shape ? dv : sum_to(dv, v_shape));
+        }
+        if (grads.wants(0)) {
+          if (acc) return grads.add(0, dout);
+          auto zero_at_pos = [=](const Tensor& g) {
+            Tensor dx = g.contiguous().clone().detach();
+            kernels::dispatch_float(dx.dtype(), "index_put_backward", [&](auto tag) {
+              using T = decltype(tag);
+              T* px = dx.data_ptr<T>();
+              for (int64_t p : pos) px[p] = T(0);
+            });
+            return dx;
+          };
+          grads.add(0, linear_map("IndexPutBackward0", "IndexPutBackward0", dout, zero_at_pos, zero_at_pos));
+        }
+      });
 }
 
 }  // namespace tensor_ops

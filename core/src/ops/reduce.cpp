@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "op_helpers.h"
 #include "reduce_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
@@ -179,6 +180,17 @@ Tensor extreme_values(const char* op, const Tensor& a, const std::vector<bool>& 
   return kernels::dispatch_float(a.dtype(), op, run);
 }
 
+// The mean of x over the dims in mask, kept as size 1: recorded when grad mode is on (a
+// backward being recorded differentiates through the mean too).
+Tensor mean_keep(const Tensor& x, const std::vector<bool>& mask, int64_t n) {
+  if (!GradMode::is_enabled())
+    return div(sum_values(x, mask, reduced_shape(x.shape(), mask, true)), static_cast<double>(n));
+  Shape dims;
+  for (std::size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) dims.push_back(static_cast<int64_t>(d));
+  return div(sum(x, dims, /*keepdim=*/true), static_cast<double>(n));
+}
+
 // dout (the reduced shape, with or without keepdim) seen with size-1 reduced dims.
 Tensor keepdim_view(const Tensor& dout, const Shape& in_shape, const std::vector<bool>& mask) {
   return dout.reshape(reduced_shape(in_shape, mask, /*keepdim=*/true));
@@ -238,9 +250,9 @@ Tensor var(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
   return record("VarBackward0", out, {a}, [as = save(a), mask, n, denom](const Tensor& dout, Grads& grads) {
     // in the forward pass out = sum((x - mean)^2) / denom, so dx = dout * 2 (x - mean) / denom
     // (the mean's own gradient term sums to zero)
-    const Tensor& x = as.get();
+    const Tensor x = as.get();
     const Shape keep = reduced_shape(x.shape(), mask, true);
-    Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+    Tensor centered = sub(x, mean_keep(x, mask, n));
     grads.add(0, mul(centered, mul(dout.reshape(keep), 2.0 / denom)));
   });
 }
@@ -263,10 +275,10 @@ Tensor std(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
                 [as = save(a), outs = save(out), mask, n, denom](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = sqrt(sum((x - mean)^2) / denom), so
                   // dx = dout * (x - mean) / (denom * out); torch takes 0 where out == 0 (a constant slice)
-                  const Tensor& x = as.get();
+                  const Tensor x = as.get();
                   const Shape keep = reduced_shape(x.shape(), mask, true);
                   const Tensor s = outs.get().reshape(keep);
-                  Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+                  Tensor centered = sub(x, mean_keep(x, mask, n));
                   Tensor scale = masked_fill(div(dout.reshape(keep), mul(s, denom)), eq(s, 0.0), 0.0);
                   grads.add(0, mul(centered, scale));
                 });
@@ -381,11 +393,21 @@ Tensor scatter_to_index(const Tensor& dout, const Tensor& indices, const Shape& 
 template <bool kMax>
 ValuesIndices max_min_dim(const char* op, const char* node, const Tensor& a, int64_t dim, bool keepdim) {
   ValuesIndices r = arg_reduce<kMax>(op, a, dim, keepdim);
-  r.values = record(node, r.values, {a},
-                    [in_shape = a.shape(), dim, is = save(r.indices)](const Tensor& dout, Grads& grads) {
-                      // in the forward pass out = x at the chosen index, so the gradient goes to that element
-                      grads.add(0, scatter_to_index(dout, is.get(), in_shape, dim));
-                    });
+  r.values =
+      record(node, r.values, {a},
+             [in_shape = a.shape(), dim, is = save(r.indices)](const Tensor& dout, Grads& grads) {
+               // in the forward pass out = x at the chosen index, so the gradient goes to that element
+               const Shape out_shape = dout.shape();
+               auto scatter = [=](const Tensor& g) { return scatter_to_index(g, is.get(), in_shape, dim); };
+               auto pick = [=](const Tensor& g) {  // g at the chosen indices: scatter's adjoint
+                 if (in_shape.empty()) return g.clone();
+                 const int64_t d = dim < 0 ? dim + static_cast<int64_t>(in_shape.size()) : dim;
+                 Tensor index = is.get();
+                 if (index.dim() < static_cast<int64_t>(in_shape.size())) index = index.unsqueeze(d);
+                 return gather(g, d, index).reshape(out_shape);
+               };
+               grads.add(0, linear_map("ScatterBackward0", "GatherBackward0", dout, scatter, pick));
+             });
   return r;
 }
 }  // namespace

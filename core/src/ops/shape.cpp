@@ -248,20 +248,29 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
                 [d, idx, a_shape = a.shape(), outer, inner, n, k](const Tensor& dout, Grads& grads) {
                   // in the forward pass out[.., i, ..] = a[.., index[i], ..], so da[.., index[i], ..] +=
                   // dout[.., i, ..]: a repeated index (the same token twice) accumulates
-                  Tensor da = zeros(a_shape, dout.dtype());
-                  const Tensor g = dout.contiguous();
-                  kernels::dispatch_float(dout.dtype(), "index_select", [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* pg = g.data_ptr<T>();
-                    T* pd = da.data_ptr<T>();
-                    for (int64_t o = 0; o < outer; ++o)
-                      for (int64_t i = 0; i < k; ++i) {
-                        const T* from = pg + (o * k + i) * inner;
-                        T* to = pd + (o * n + idx[i]) * inner;
-                        for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
-                      }
-                  });
-                  grads.add(0, da);
+                  auto index_add = [=](const Tensor& dout) {
+                    Tensor da = zeros(a_shape, dout.dtype());
+                    const Tensor g = dout.contiguous();
+                    kernels::dispatch_float(dout.dtype(), "index_select", [&](auto tag) {
+                      using T = decltype(tag);
+                      const T* pg = g.data_ptr<T>();
+                      T* pd = da.data_ptr<T>();
+                      for (int64_t o = 0; o < outer; ++o)
+                        for (int64_t i = 0; i < k; ++i) {
+                          const T* from = pg + (o * k + i) * inner;
+                          T* to = pd + (o * n + idx[i]) * inner;
+                          for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
+                        }
+                    });
+                    return da;
+                  };
+                  auto select = [=](const Tensor& g) {
+                    Tensor index = empty({k}, kInt64);
+                    std::copy(idx.begin(), idx.end(), index.data_ptr<int64_t>());
+                    return index_select(g, d, index);
+                  };
+                  grads.add(0,
+                            linear_map("IndexAddBackward0", "IndexSelectBackward0", dout, index_add, select));
                 });
 }
 
@@ -323,7 +332,8 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
                 [m = save(mask), a_shape = a.shape()](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = a where the mask is false and a constant where it is true, so
                   // da = dout where the mask is false and 0 where it is true (summed over broadcast dims)
-                  Tensor da = zero_where(dout, m.get());
+                  auto zero = [m](const Tensor& g) { return zero_where(g, m.get()); };
+                  Tensor da = linear_map("MaskedFillBackward0", "MaskedFillBackward0", dout, zero, zero);
                   grads.add(0, da.shape() == a_shape ? da : sum_to(da, a_shape));
                 });
 }
@@ -344,7 +354,8 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
   return record_inplace("MaskedFillBackward0", self, {}, [m = save(mask)](const Tensor& dout, Grads& grads) {
     // in the forward pass self was overwritten with a constant where the mask is true, so the
     // old self's gradient is dout where the mask is false and 0 where it is true
-    grads.add(0, zero_where(dout, m.get()));
+    auto zero = [m](const Tensor& g) { return zero_where(g, m.get()); };
+    grads.add(0, linear_map("MaskedFillBackward0", "MaskedFillBackward0", dout, zero, zero));
   });
 }
 }  // namespace tensor_ops
@@ -371,17 +382,25 @@ void zero_outside_triangle(const Tensor& t, int64_t diagonal, bool upper) {
   });
 }
 
+// g inside the triangle and 0 outside, as a fresh tensor (unrecorded).
+auto keep_triangle(int64_t diagonal, bool upper) {
+  return [diagonal, upper](const Tensor& g) {
+    Tensor out = empty(g.shape(), g.dtype());
+    kernels::copy_into(out, g);
+    zero_outside_triangle(out, diagonal, upper);
+    return out;
+  };
+}
+
 Tensor triangle(const char* op, const char* name, const Tensor& a, int64_t diagonal, bool upper) {
   if (a.dim() < 2) fail(op, "expects a tensor with at least 2 dimensions, got shape ", a.shape());
   Tensor out = empty(a.shape(), a.dtype());  // (..., R, C)
   kernels::copy_into(out, a);
   zero_outside_triangle(out, diagonal, upper);
-  return record(name, out, {a}, [diagonal, upper](const Tensor& dout, Grads& grads) {
+  return record(name, out, {a}, [name, diagonal, upper](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a inside the triangle and 0 outside, so da is dout inside it
-    Tensor da = empty(dout.shape(), dout.dtype());
-    kernels::copy_into(da, dout);
-    zero_outside_triangle(da, diagonal, upper);
-    grads.add(0, da);
+    grads.add(0,
+              linear_map(name, name, dout, keep_triangle(diagonal, upper), keep_triangle(diagonal, upper)));
   });
 }
 
@@ -408,13 +427,11 @@ Tensor& triangle_(const char* op, const char* name, Tensor& a, int64_t diagonal,
     kernels::copy_into(a, tmp);
   }
   a.bump_version();
-  return record_inplace(name, a, {}, [diagonal, upper](const Tensor& dout, Grads& grads) {
+  return record_inplace(name, a, {}, [name, diagonal, upper](const Tensor& dout, Grads& grads) {
     // in the forward pass self was zeroed outside the triangle, so the old self's gradient
     // is dout inside it and 0 outside
-    Tensor da = empty(dout.shape(), dout.dtype());
-    kernels::copy_into(da, dout);
-    zero_outside_triangle(da, diagonal, upper);
-    grads.add(0, da);
+    grads.add(0,
+              linear_map(name, name, dout, keep_triangle(diagonal, upper), keep_triangle(diagonal, upper)));
   });
 }
 }  // namespace
@@ -467,11 +484,13 @@ Tensor roll(const Tensor& a, Dims shifts, Dims dims) {
   for (int64_t d : dims) wrapped.push_back(wrap_dim("roll", d, a.dim(), a.shape()));
   if (a.dim() == 0) return a.clone();
   Tensor out = roll_values(a, shifts, wrapped);  // a's shape
-  Shape back;
-  for (int64_t s : shifts) back.push_back(-s);
-  return record("RollBackward0", out, {a}, [back, wrapped](const Tensor& dout, Grads& grads) {
+  Shape forth, back;
+  for (int64_t s : shifts) forth.push_back(s), back.push_back(-s);
+  return record("RollBackward0", out, {a}, [forth, back, wrapped](const Tensor& dout, Grads& grads) {
     // in the forward pass element i moved to i + shift, so its gradient comes back from there
-    grads.add(0, roll_values(dout, back, wrapped));
+    auto unroll = [=](const Tensor& g) { return roll_values(g, back, wrapped); };
+    auto reroll = [=](const Tensor& g) { return roll_values(g, forth, wrapped); };
+    grads.add(0, linear_map("RollBackward0", "RollBackward0", dout, unroll, reroll));
   });
 }
 

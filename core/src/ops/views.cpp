@@ -172,10 +172,11 @@ Tensor permute(const Tensor& self, Shape dims) {
   });
 }
 
-// Scatters dout into zeros of the input's shape through the same view geometry.
-static Tensor scatter_into_zeros(const Tensor& dout, const Shape& in_shape,
-                                 const std::function<Tensor(const Tensor&)>& same_view) {
+// Scatters dout into zeros of the input's shape through the same view geometry (unrecorded).
+template <class View>
+static Tensor scatter_into_zeros(const Tensor& dout, const Shape& in_shape, const View& same_view) {
   Tensor g = zeros(in_shape, dout.dtype());
+  NoGradGuard guard;
   kernels::copy_into(same_view(g), dout);
   return g;
 }
@@ -202,10 +203,9 @@ Tensor slice(const Tensor& self, int64_t d, int64_t start, int64_t end, int64_t 
                 [in_shape, d, start, end, step](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = self[start:end:step] along d, so dself is dout there, 0
                   // elsewhere
-                  grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
-                              NoGradGuard guard;
-                              return g.slice(d, start, end, step);
-                            }));
+                  auto take = [=](const Tensor& g) { return g.slice(d, start, end, step); };
+                  auto put = [=](const Tensor& g) { return scatter_into_zeros(g, in_shape, take); };
+                  grads.add(0, linear_map("SliceBackwardBackward0", "SliceBackward0", dout, put, take));
                 });
 }
 
@@ -236,10 +236,9 @@ Tensor select(const Tensor& self, int64_t d, int64_t index) {
   const Shape in_shape = self.shape();
   return record("SelectBackward0", out, {self}, [in_shape, d, index](const Tensor& dout, Grads& grads) {
     // in the forward pass out = self[index] along d, so dself is dout at that index, 0 elsewhere
-    grads.add(0, scatter_into_zeros(dout, in_shape, [&](const Tensor& g) {
-                NoGradGuard guard;
-                return g.select(d, index);
-              }));
+    auto take = [=](const Tensor& g) { return g.select(d, index); };
+    auto put = [=](const Tensor& g) { return scatter_into_zeros(g, in_shape, take); };
+    grads.add(0, linear_map("SelectBackwardBackward0", "SelectBackward0", dout, put, take));
   });
 }
 
