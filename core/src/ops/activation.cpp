@@ -7,12 +7,19 @@
 // with vec::map2 on (dout, saved)), the op here (check, kernel call, record), a row in
 // tests/core/gradcheck_rows_activation.cpp and a case in tests/fixtures/gen_activation_nn.py.
 //
+// Every backward has two paths side by side. With grad mode off (an ordinary backward) it
+// calls the fused kernel. With grad mode on (backward with create_graph) it writes the same
+// formula in recorded ops on the saved tensors, so the gradient can be differentiated again:
+// softmax's is torch's _softmax_backward_data, y * (dy - sum(dy * y)), composed.
+// tests/core/test_fused_composed.cpp pins that the two give the same gradient.
+//
 // softmax / log_softmax see the input as (outer, C, inner) with C the softmax dim: inner == 1
 // (the last dim) runs row by row; otherwise the loops run over C with the inner positions as
 // the vectorised axis, so no transpose is needed. Rows are shifted by their max, so -inf
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
 #include <cmath>
+#include <numbers>
 #include <utility>
 #include <vector>
 
@@ -29,14 +36,19 @@ namespace {
 
 template <bool Log>
 Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t dim) {
-  const kernels::Rows g = kernels::rows_around(a.shape(), wrap_dim(op, dim, a.shape()));
+  const int64_t d = wrap_dim(op, dim, a.shape());
+  const kernels::Rows g = kernels::rows_around(a.shape(), d);
   kernels::check_floating(op, a);
   Tensor out = empty(a.shape(), a.dtype());
   kernels::softmax_forward<Log>(contig(a), out, g);
-  return record(node, out, {a}, [y = save(out), g](const Tensor& dout, Grads& grads) {
+  return record(node, out, {a}, [y = save(out), g, d](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
     // for y = log_softmax(x), dx = dy - exp(y) * sum(dy)
     const Tensor& yv = y.get();
+    if (GradMode::is_enabled()) {
+      grads.add(0, Log ? dout - exp(yv) * sum(dout, d, true) : yv * (dout - sum(dout * yv, d, true)));
+      return;
+    }
     Tensor dx = empty(yv.shape(), yv.dtype());
     kernels::softmax_backward<Log>(yv, contig(dout), dx, g);
     grads.add(0, std::move(dx));
@@ -65,6 +77,10 @@ Tensor relu(const Tensor& a) {
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
     const Tensor& yv = y.get();
+    if (GradMode::is_enabled()) {
+      grads.add(0, where(yv > 0.0, dout, 0.0));
+      return;
+    }
     Tensor dx = empty(yv.shape(), yv.dtype());
     kernels::relu_backward(yv, contig(dout), dx);
     grads.add(0, std::move(dx));
@@ -80,6 +96,10 @@ Tensor sigmoid(const Tensor& a) {
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
     const Tensor& yv = y.get();
+    if (GradMode::is_enabled()) {
+      grads.add(0, dout * (1.0 - yv) * yv);
+      return;
+    }
     Tensor dx = empty(yv.shape(), yv.dtype());
     kernels::sigmoid_backward(yv, contig(dout), dx);
     grads.add(0, std::move(dx));
@@ -92,7 +112,26 @@ Tensor sigmoid(const Tensor& a) {
 // the backward evaluates the derivative again from x in the loop that multiplies it by dy:
 // recomputing the derivative costs less than a forward that writes it as a second tensor and
 // a backward that reads it back, once the tensors outgrow the L2 cache. The derivative is the
-// same expression either way, and so are the bits of dx.
+// same expression either way, and so are the bits of dx. A strided x is saved as it is (its
+// history is what a recorded backward differentiates) and made contiguous for the kernel.
+namespace {
+
+// gelu'(x) in recorded ops, the expressions of vec::gelu_erf_grad and vec::gelu_tanh_grad:
+//   none: Phi(x) + x phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt(2))), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+//   tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2), t = tanh(beta (x + kappa x^3))
+Tensor gelu_derivative(const Tensor& x, bool tanh_approx) {
+  if (!tanh_approx) {
+    const Tensor cdf = 0.5 * (1.0 + erf(x * (1.0 / std::numbers::sqrt2)));
+    const Tensor pdf = exp(x * x * -0.5) * (std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+    return cdf + x * pdf;
+  }
+  const double beta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, kappa = 0.044715;  // sqrt(2/pi)
+  const Tensor t = tanh(beta * (x + kappa * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (beta * (1.0 + 3.0 * kappa * x * x));
+}
+
+}  // namespace
+
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   profiler::RecordFunction rec("gelu");
   const bool tanh_approx = approximate == "tanh";
@@ -100,13 +139,16 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   kernels::check_floating("gelu", a);
   Tensor out = empty(a.shape(), a.dtype());
-  const Tensor x = contig(a);
-  kernels::gelu_forward(x, out, tanh_approx);
-  return record("GeluBackward0", out, {a}, [xs = save(x), tanh_approx](const Tensor& dout, Grads& grads) {
+  kernels::gelu_forward(contig(a), out, tanh_approx);
+  return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = gelu(x), so dx = dout * gelu'(x), gelu' from the saved x
     const Tensor& xv = xs.get();
+    if (GradMode::is_enabled()) {
+      grads.add(0, dout * gelu_derivative(xv, tanh_approx));
+      return;
+    }
     Tensor dx = empty(xv.shape(), xv.dtype());
-    kernels::gelu_backward(xv, contig(dout), dx, tanh_approx);
+    kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);
     grads.add(0, std::move(dx));
   });
 }

@@ -14,6 +14,11 @@
 // whole matrices to the threads (each a one-thread GEMM) unless their products are summed
 // into one output. Either way every output element comes from one GEMM call, as serially.
 //
+// The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
+// them (backward with create_graph): then they compute the same products with matmul itself,
+// recorded, so the gradient can be differentiated again (tests/core/test_fused_composed.cpp
+// pins that both paths agree). outer and norm are written in recorded ops throughout.
+//
 // Adding a linalg op: write its forward with bmm_into, its backward right below, and add a row
 // to tests/core/gradcheck_rows_linalg.cpp.
 #include <algorithm>
@@ -303,6 +308,26 @@ Shape batch_shape(const Tensor& a, const Tensor& b) {
   return batch;
 }
 
+// matmul's backward in recorded ops: da = dout @ b^T and db = a^T @ dout, each summed to its
+// operand's shape (sum_to undoes the batch broadcast), a 1-D a a (1, K) row and a 1-D b a
+// (K, 1) column; a is only needed (defined) for db, b for da.
+void matmul_backward_recorded(const Tensor& a, const Tensor& b, const Shape& a_shape, const Shape& b_shape,
+                              const Tensor& dout, Grads& grads) {
+  const bool a1 = a_shape.size() == 1, b1 = b_shape.size() == 1;
+  Tensor d = dout;
+  if (b1) d = d.unsqueeze(-1);
+  if (a1) d = d.unsqueeze(-2);  // (batch..., M, N)
+  if (grads.wants(0)) {
+    const Tensor b2 = b1 ? b.unsqueeze(-1) : b;  // (..., K, N)
+    const Shape a2_shape = a1 ? Shape{1, a_shape[0]} : a_shape;
+    grads.add(0, sum_to(matmul(d, b2.transpose(-1, -2)), a2_shape).reshape(a_shape));
+  }
+  if (grads.wants(1)) {
+    const Tensor a2 = a1 ? a.unsqueeze(0) : a;  // (..., M, K)
+    const Shape b2_shape = b1 ? Shape{b_shape[0], 1} : b_shape;
+    grads.add(1, sum_to(matmul(a2.transpose(-1, -2), d), b2_shape).reshape(b_shape));
+  }
+}
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -342,6 +367,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         // in the forward pass out = a @ b per batch entry, so da = dout @ b^T and db = a^T @ dout,
         // summed over the batch dims each operand was broadcast along (bmm_into sums where the
         // gradient's batch stride is 0); 1-D operands are a row / a column as in the forward
+        if (GradMode::is_enabled()) {
+          matmul_backward_recorded(sa.defined() ? sa.get() : Tensor(), sb.defined() ? sb.get() : Tensor(),
+                                   a_shape, b_shape, dout, grads);
+          return;
+        }
         Tensor d = dout.detach();  // (batch..., M, N) once the dims are back
         if (b1) d = d.unsqueeze(-1);
         if (a1) d = d.unsqueeze(-2);
@@ -370,6 +400,19 @@ Tensor bias_grad(const Tensor& dout, int64_t features) {
     blas::row_sums(true, features, rows, d.data_ptr<T>(), std::max<int64_t>(features, 1), db.data_ptr<T>());
   });
   return db;
+}
+
+// linear's backward in recorded ops, with the leading dims of x and dout folded into R rows:
+// dx = dout @ W, dW = dout(R, out)^T @ x(R, in), db = dout(R, out) summed over the rows.
+// x is only needed (defined) for dW, W for dx.
+void linear_backward_recorded(const Tensor& x, const Tensor& w, const Shape& x_shape, const Tensor& dout,
+                              Grads& grads) {
+  const int64_t in_f = x_shape.back(), out_f = dout.shape().back();
+  const int64_t rows = numel_of(Shape(x_shape.begin(), x_shape.end() - 1));
+  if (grads.wants(0)) grads.add(0, matmul(dout, w));
+  const Tensor d = dout.reshape({rows, out_f});  // (R, out)
+  if (grads.wants(1)) grads.add(1, matmul(d.t(), x.reshape({rows, in_f})));
+  if (grads.wants(2)) grads.add(2, sum(d, 0));
 }
 }  // namespace
 
@@ -416,6 +459,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                  w_shape = weight.shape(), batch](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = x @ W^T + b, so dx = dout @ W, dW = dout^T @ x summed over all
                   // leading dims (one GEMM over the folded B*T rows) and db = dout summed over leading dims
+                  if (GradMode::is_enabled()) {
+                    linear_backward_recorded(sx.defined() ? sx.get() : Tensor(),
+                                             sw.defined() ? sw.get() : Tensor(), x_shape, dout, grads);
+                    return;
+                  }
                   const Tensor d = as_row(dout);  // (..., R, out)
                   if (grads.wants(0)) {
                     Tensor dx = empty(x_shape, dout.dtype());

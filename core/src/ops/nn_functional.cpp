@@ -4,7 +4,14 @@
 // Each op checks its operands, calls its fused forward kernel and records its backward right
 // below, which calls the matching backward kernel (kernels/nn_functional_kernel.h: the loops,
 // their threads and why the bits do not depend on the thread count). A forward saves the
-// small per-row statistics its backward needs, never a second copy of a large tensor. Adding
+// small per-row statistics its backward needs, never a second copy of a large tensor; a
+// strided input is saved as it is and made contiguous for the backward kernel.
+//
+// With grad mode on inside the backward (backward with create_graph), each op computes the
+// same gradient from recorded ops instead, so it can be differentiated again: dropout with
+// its saved mask, embedding with a recorded embedding_dense_backward, layer_norm as torch's
+// native_layer_norm_backward, cross_entropy as (softmax(x) - q) * g. The kernel path is the
+// one an ordinary backward takes; tests/core/test_fused_composed.cpp pins that both agree. Adding
 // an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
@@ -51,7 +58,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
     std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(a.dtype()));
     return record("MulBackward0", out, {a}, [](const Tensor& dout, Grads& grads) {
       // in the forward pass out = x * 0, so dx = dout * 0
-      grads.add(0, zeros(dout.shape(), dout.dtype()));
+      grads.add(0, GradMode::is_enabled() ? dout * 0.0 : zeros(dout.shape(), dout.dtype()));
     });
   }
   // The keep mask as bytes: the same draws as torch's float noise tensor, a quarter of the
@@ -61,6 +68,10 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   kernels::dropout_forward(contig(a), mask, p, out);
   return record("MulBackward0", out, {a}, [mask, p](const Tensor& dout, Grads& grads) {
     // in the forward pass out = x * noise (noise = mask / (1 - p)), so dx = dout * noise
+    if (GradMode::is_enabled()) {
+      grads.add(0, dout * mask.to(dout.dtype()) * (1.0 / (1.0 - p)));
+      return;
+    }
     Tensor dx = empty(mask.shape(), dout.dtype());
     kernels::dropout_backward(contig(dout), mask, p, dx);
     grads.add(0, std::move(dx));
@@ -68,6 +79,23 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
 }
 
 // ---------------------------------------------------------------- embedding
+namespace {
+
+// embedding's gradient as an op of its own (torch's embedding_dense_backward): dw (V, D) with
+// dw[ids[i]] += dout[i] (repeated ids accumulate). Recorded when grad mode is on (a backward
+// with create_graph); its own backward is an embedding lookup, so it differentiates to any
+// order. With grad mode off it is the kernel call alone.
+Tensor embedding_dense_backward(const Tensor& dout, const Tensor& ids, int64_t V, int64_t D) {
+  Tensor dw = zeros({V, D}, dout.dtype());
+  kernels::embedding_backward(ids, contig(dout), dw);
+  return record("EmbeddingDenseBackwardBackward0", dw, {dout}, [ids](const Tensor& ddw, Grads& grads) {
+    // in the forward pass dw[ids[i]] += dout[i], so ddout[i] = ddw[ids[i]]
+    grads.add(0, embedding(ddw, ids));
+  });
+}
+
+}  // namespace
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   profiler::RecordFunction rec("embedding");
   if (weight.dim() != 2)
@@ -93,9 +121,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                 [ids = save(idx), V, D](const Tensor& dout, Grads& grads) {
                   // in the forward pass out[i] = weight[ids[i]], so dweight[ids[i]] += dout[i] (repeated ids
                   // accumulate)
-                  Tensor dw = zeros({V, D}, dout.dtype());
-                  kernels::embedding_backward(ids.get(), contig(dout), dw);
-                  grads.add(0, std::move(dw));
+                  grads.add(0, embedding_dense_backward(dout, ids.get(), V, D));
                 });
 }
 
@@ -103,6 +129,31 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 // reference: llm.c train_gpt2.c layernorm_forward/layernorm_backward; torch's
 // layer_norm_kernel (biased variance, rstd = 1 / sqrt(var + eps)); the kernel pair is
 // kernels::layer_norm_forward / layer_norm_backward.
+namespace {
+
+// The backward in recorded ops (torch's native_layer_norm_backward, composed), normalising
+// over x's last k dims. mean and rstd are computed again from x here, rather than taken from
+// the forward's statistics, so that dx's dependence on x through them is recorded too.
+void layer_norm_backward_recorded(const Tensor& x, const Tensor& w, const Tensor& dy, int64_t k, double eps,
+                                  Grads& grads) {
+  Shape rows, cols;  // the leading dims (one per normalised row) and the normalised ones
+  for (int64_t d = 0; d < x.dim(); ++d) (d < x.dim() - k ? rows : cols).push_back(d);
+  const Dims over_cols(cols);
+  const Tensor mu = mean(x, over_cols, true);
+  const Tensor xc = x - mu;
+  const Tensor rs = rsqrt(mean(xc * xc, over_cols, true) + eps);
+  const Tensor xhat = xc * rs;
+  auto sum_rows = [&](const Tensor& t) { return rows.empty() ? t : sum(t, Dims(rows)); };
+  if (grads.wants(0)) {
+    const Tensor g = w.defined() ? dy * w : dy;
+    grads.add(0, rs * (g - mean(g, over_cols, true) - xhat * mean(g * xhat, over_cols, true)));
+  }
+  if (grads.wants(1)) grads.add(1, sum_rows(dy * xhat));
+  if (grads.wants(2)) grads.add(2, sum_rows(dy));
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   profiler::RecordFunction rec("layer_norm");
@@ -130,11 +181,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   kernels::layer_norm_forward(contig(x), weight.defined() ? contig(weight) : Tensor(),
                               bias.defined() ? contig(bias) : Tensor(), eps, M, N, out, mean, rstd);
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
-                [xs = save(x), ws = save(weight), mean, rstd, normalized_shape, N, M](const Tensor& dout,
-                                                                                      Grads& grads) {
+                [xs = save(x), ws = save(weight), mean, rstd, normalized_shape, N, M, eps](const Tensor& dout,
+                                                                                           Grads& grads) {
                   // in the forward pass y = xhat * w + b with xhat = (x - mean) * rstd, so
                   //   dbias = sum_rows(dy), dweight = sum_rows(dy * xhat),
                   //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w
+                  if (GradMode::is_enabled()) {
+                    layer_norm_backward_recorded(xs.get(), ws.defined() ? ws.get() : Tensor(), dout,
+                                                 static_cast<int64_t>(normalized_shape.size()), eps, grads);
+                    return;
+                  }
                   const DType dt = xs.get().dtype();
                   Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
                   Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
@@ -172,6 +228,27 @@ Reduction parse_reduction(const char* op, const std::string& r) {
   fail(op, "reduction must be \"mean\", \"sum\" or \"none\", got \"", r, "\"");
 }
 
+// The backward in recorded ops: dx[r] = (softmax(x[r]) - q_r) * g_r for logits x (..., C) and
+// the contiguous targets t, where q_r and the row weights (0 for an ignored row, 1 / count for
+// "mean", else 1) are constants and dloss carries its history.
+Tensor cross_entropy_backward_recorded(const Tensor& x, const Tensor& t, const kernels::CrossEntropyRows& g,
+                                       bool reduce, bool mean, int64_t count, const Tensor& dloss) {
+  const int64_t N = g.N, C = g.C;
+  const double e = g.label_smoothing;
+  std::vector<double> q(static_cast<std::size_t>(N * C)), row_weight(static_cast<std::size_t>(N));
+  const int64_t* pt = t.data_ptr<int64_t>();
+  for (int64_t r = 0; r < N; ++r) {
+    if (pt[r] == g.ignore_index) continue;  // q and the weight stay 0
+    row_weight[r] = mean ? 1.0 / static_cast<double>(count) : 1.0;
+    for (int64_t c = 0; c < C; ++c) q[r * C + c] = e / static_cast<double>(C);
+    q[r * C + pt[r]] += 1.0 - e;
+  }
+  const DType dt = x.dtype();
+  const Tensor x2 = x.reshape({N, C});  // (N, C)
+  const Tensor weights = from_vector(row_weight, {N, 1}).to(dt) * (reduce ? dloss : dloss.reshape({N, 1}));
+  return ((softmax(x2, -1) - from_vector(q, {N, C}).to(dt)) * weights).reshape(x.shape());
+}
+
 // logits (..., C) (any layout), targets (...) int64: the checked, fused loss.
 Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Tensor& targets,
                                   const CrossEntropyOptions& o, const Shape& shown_input_shape) {
@@ -194,18 +271,22 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
   }
   const kernels::CrossEntropyRows g{.N = N, .C = C, .ignore_index = ignore_index, .label_smoothing = eps};
   const bool reduce = red != Reduction::kNone, mean = red == Reduction::kMean;
-  const Tensor xc = contig(logits);
   Tensor lse = empty({N}, logits.dtype());  // log(sum(exp(row))), per row
   Tensor out = reduce ? empty({}, logits.dtype()) : empty(tshape, logits.dtype());
-  kernels::cross_entropy_forward(xc, pt, g, reduce, mean, count, lse, out);
+  kernels::cross_entropy_forward(contig(logits), pt, g, reduce, mean, count, lse, out);
   return record(
       "NllLossBackward0", out, {logits},
-      [xs = save(xc), ts = save(tc), lse, g, reduce, mean, count](const Tensor& dout, Grads& grads) {
+      [xs = save(logits), ts = save(tc), lse, g, reduce, mean, count](const Tensor& dout, Grads& grads) {
         // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with
         // q = (1 - e) onehot(t_r) + e/C, so dx[r] = (softmax(x[r]) - q) * g_r,
         // g_r = dloss (sum), dloss / count (mean) or dloss[r] (none); 0 for ignored rows
+        if (GradMode::is_enabled()) {
+          grads.add(0, cross_entropy_backward_recorded(xs.get(), ts.get(), g, reduce, mean, count, dout));
+          return;
+        }
         Tensor dx = empty(xs.get().shape(), xs.get().dtype());
-        kernels::cross_entropy_backward(xs.get(), ts.get(), lse, g, reduce, mean, count, contig(dout), dx);
+        kernels::cross_entropy_backward(contig(xs.get()), ts.get(), lse, g, reduce, mean, count, contig(dout),
+                                        dx);
         grads.add(0, std::move(dx));
       });
 }
@@ -264,15 +345,21 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
     fail("mse_loss", "input of shape ", input.shape(), " and target of shape ", target.shape(),
          " differ (xgrad does not broadcast here; reshape one of them)");
   kernels::check_floating("mse_loss", input);
-  const Tensor a = contig(input), b = contig(target);
   Tensor out = empty({}, input.dtype());
-  kernels::mse_loss_forward(a, b, out);
+  kernels::mse_loss_forward(contig(input), contig(target), out);
   return record("MseLossBackward0", out, {input, target},
-                [as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
+                [as = save(input), bs = save(target)](const Tensor& dout, Grads& grads) {
                   // in the forward pass loss = sum((a - b)^2) / n, so da = 2 (a - b) dloss / n = -db
+                  if (GradMode::is_enabled()) {
+                    const Tensor da =
+                        (as.get() - bs.get()) * (dout * (2.0 / static_cast<double>(as.get().numel())));
+                    if (grads.wants(0)) grads.add(0, da);
+                    if (grads.wants(1)) grads.add(1, -da);
+                    return;
+                  }
                   Tensor da = empty(as.get().shape(), as.get().dtype());
                   Tensor db = grads.wants(1) ? empty(da.shape(), da.dtype()) : Tensor();
-                  kernels::mse_loss_backward(as.get(), bs.get(), dout.item(), da, db);
+                  kernels::mse_loss_backward(contig(as.get()), contig(bs.get()), dout.item(), da, db);
                   if (db.defined()) grads.add(1, std::move(db));
                   if (grads.wants(0)) grads.add(0, da);
                 });
