@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "xgrad/nn/llama.h"
 #include "xgrad/ops.h"
@@ -74,8 +75,16 @@ StateDict llama_state_dict_from_hf(const io::NamedTensors& tensors, const LlamaC
 }
 
 LoadResult load_hf_llama(LlamaModel& model, const std::filesystem::path& path) {
-  const io::SafetensorsFile file = io::load_safetensors(path);
-  return model.load_state_dict(llama_state_dict_from_hf(file.tensors, model.cfg));
+  return load_hf_llama(model, std::vector<std::filesystem::path>{path});
+}
+
+LoadResult load_hf_llama(LlamaModel& model, const std::vector<std::filesystem::path>& shards) {
+  io::NamedTensors tensors;
+  for (const auto& path : shards) {
+    io::SafetensorsFile file = io::load_safetensors(path);
+    tensors.insert(tensors.end(), file.tensors.begin(), file.tensors.end());
+  }
+  return model.load_state_dict(llama_state_dict_from_hf(tensors, model.cfg));
 }
 
 }  // namespace xgrad::nn

@@ -346,6 +346,25 @@ TEST(LlamaModel, HuggingFaceTiedCheckpoint) {
                {"lm_head.weight differs from model.embed_tokens.weight", "tie_weights"});
 }
 
+TEST(LlamaModel, HuggingFaceShardedCheckpoint) {
+  io::NamedTensors tensors = xgrad::load(XGRAD_FIXTURES_DIR "/llama_hf/model.safetensors").tensors;
+  const std::size_t half = tensors.size() / 2;
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string stem = "xgrad_llama_" + std::to_string(::getpid());
+  const std::vector<std::filesystem::path> shards{dir / (stem + "-00001-of-00002.safetensors"),
+                                                  dir / (stem + "-00002-of-00002.safetensors")};
+  xgrad::save(io::NamedTensors(tensors.begin(), tensors.begin() + half), shards[0]);
+  xgrad::save(io::NamedTensors(tensors.begin() + half, tensors.end()), shards[1]);
+  LlamaModel model(kSmall);
+  expect_error([&] { load_hf_llama(model, shards[0]); }, {"Missing key(s)"});  // one shard is not enough
+  load_hf_llama(model, shards);
+  for (const auto& shard : shards) std::filesystem::remove(shard);
+  auto reference = model_from_fixture(kSmall);
+  NoGradGuard g;
+  const Tensor ids = fixture().get("in_idx");
+  EXPECT_EQ(model(ids).to_vector<float>(), (*reference)(ids).to_vector<float>());
+}
+
 TEST(LlamaModel, HuggingFaceNameMap) {
   EXPECT_EQ(hf_llama_name("model.embed_tokens.weight"), "tok_emb.weight");
   EXPECT_EQ(hf_llama_name("model.layers.11.self_attn.q_proj.weight"), "trf_blocks.11.att.W_query.weight");

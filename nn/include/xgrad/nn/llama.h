@@ -31,6 +31,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "xgrad/io/safetensors.h"
 #include "xgrad/nn/containers.h"
@@ -205,9 +206,10 @@ class LlamaModel : public Module {
 //   final_norm.weight                   model.norm.weight
 //   out_head.weight                     lm_head.weight (absent when the embeddings are tied)
 // Every weight is copied as it is, without a permutation: Hugging Face's q_proj and k_proj
-// rows are already in the rotate-half order apply_rope uses (transformers' conversion script
-// permutes Meta's interleaved-pair checkpoints once, when it writes them), which is what the
-// book's loader relies on too.
+// rows are already in the rotate-half order apply_rope uses (transformers'
+// convert_llama_weights_to_hf.py permutes them once, from Meta's interleaved-pair layout, when
+// it writes the checkpoint), and the book's Llama 3.2 loader (load_weights_into_llama) copies
+// them as they are too. Meta's own consolidated.*.pth layout is not read here.
 
 // The book's name for a Hugging Face tensor name; "" for the rotary tables some checkpoints
 // store (".rotary_emb.inv_freq": recomputed here); throws xgrad::Error for any other name.
@@ -220,7 +222,12 @@ std::string hf_llama_name(const std::string& hf_name);
 StateDict llama_state_dict_from_hf(const io::NamedTensors& tensors, const LlamaConfig& cfg);
 
 // model.load_state_dict(llama_state_dict_from_hf(load(path).tensors, model.cfg)) (strict):
-// reads a Hugging Face model.safetensors (F32 or F64 tensors) into `model`.
+// reads a Hugging Face model.safetensors into `model`. xgrad's safetensors reader takes F32 and
+// F64 tensors (io/safetensors.h): a bfloat16 checkpoint is converted first, e.g. in torch with
+// save_file({k: v.float() for k, v in load_file(path).items()}, out).
 LoadResult load_hf_llama(LlamaModel& model, const std::filesystem::path& path);
+// The same from a checkpoint split into shards (model-00001-of-00002.safetensors, ...): their
+// tensors together, as the book combines Llama 3.2 3B's two files.
+LoadResult load_hf_llama(LlamaModel& model, const std::vector<std::filesystem::path>& shards);
 
 }  // namespace xgrad::nn
