@@ -23,6 +23,12 @@
 // (persistent=False, as in the book). With tie_weights (Llama 3.2) out_head.weight is
 // tok_emb.weight, as for GPTModel: listed once by parameters(), saved under both names.
 //
+// Llama 2 is this model with n_kv_groups = n_heads and no frequency scaling
+// (LlamaConfig::llama2_7b()), i.e. the Llama 3 code path. The book's Llama 2 notebook builds its
+// attention as GPT's (W_query, W_key, W_value, so manual_seed draws in another order) and saves
+// per-layer mask/cos/sin buffers: its state dict loads with strict = false, the buffers being
+// unexpected keys.
+//
 // Hugging Face checkpoints (model.safetensors, "model.layers.0.self_attn.q_proj.weight", ...)
 // load with load_hf_llama; hf_llama_name() is the name map.
 #pragma once
