@@ -44,27 +44,39 @@ bool exclusively_owned(const Tensor& t) {
 // slot += g, copying only when neither slot nor g is ours to modify. When only g is (a
 // residual add hands its dout to both branches; the branch's gradient comes back fresh), g
 // takes the sum in place: g + slot has the bits of slot + g, and no new buffer is touched.
+// In a pass that creates a graph (grad mode on) the sum is out of place and recorded.
 void accumulate(Tensor& slot, bool& owned, Tensor g) {
-  if (!slot.defined()) {
+  if (GradMode::is_enabled()) {
+    slot = slot.defined() ? add(slot, g) : std::move(g);
+    owned = false;
+  } else if (!slot.defined()) {
     owned = exclusively_owned(g);
     slot = std::move(g);
   } else if (owned) {
-    NoGradGuard guard;
     slot.add_(g);
   } else if (exclusively_owned(g)) {
-    NoGradGuard guard;
     g.add_(slot);
     slot = std::move(g);
     owned = true;
   } else {
-    NoGradGuard guard;
     slot = add(slot, g);
     owned = true;
   }
 }
 
+// leaf.grad += g. In a pass that creates a graph, torch's AccumulateGrad with grad mode on:
+// .grad becomes a recorded copy of g (CopyBackwards), then .grad + g (AddBackward0).
 void accumulate_leaf(TensorImpl& leaf, Tensor g) {
-  NoGradGuard guard;
+  if (GradMode::is_enabled()) {
+    if (!leaf.grad) {
+      Tensor copy = empty(g.shape(), g.dtype());
+      copy.copy_(g);
+      leaf.grad = copy.impl();
+    } else {
+      leaf.grad = add(Tensor(leaf.grad), g).impl();
+    }
+    return;
+  }
   if (!leaf.grad) {
     if (!exclusively_owned(g)) g = g.clone();  // .grad must never alias another buffer
     leaf.grad = g.impl();
@@ -72,6 +84,20 @@ void accumulate_leaf(TensorImpl& leaf, Tensor g) {
     Tensor(leaf.grad).add_(g);
   }
 }
+
+// The node whose backward is running on this thread (SavedTensor re-attaches its output).
+thread_local Node* running_node = nullptr;
+
+class RunningNode {
+ public:
+  explicit RunningNode(Node* n) : prev_(running_node) { running_node = n; }
+  ~RunningNode() { running_node = prev_; }
+  RunningNode(const RunningNode&) = delete;
+  RunningNode& operator=(const RunningNode&) = delete;
+
+ private:
+  Node* prev_;
+};
 }  // namespace
 
 bool GradMode::is_enabled() { return grad_enabled; }
@@ -79,13 +105,18 @@ void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
 
 // ---------------------------------------------------------------- saved tensors
 SavedTensor::SavedTensor(const Tensor& t) {
-  if (t.defined()) {
-    tensor_ = t.detach();
-    version_ = t.version();
+  if (!t.defined()) return;
+  tensor_ = t.detach();
+  version_ = t.version();
+  origin_ = t.unsafe_impl();
+  if (const std::shared_ptr<Node>& fn = t.grad_fn()) {
+    fn_ = fn;
+  } else if (t.impl()->requires_grad) {
+    leaf_ = t.impl();
   }
 }
 
-const Tensor& SavedTensor::get() const {
+Tensor SavedTensor::get() const {
   if (tensor_.defined() && tensor_.version() != version_)
     fail("backward",
          "one of the tensors needed for gradient computation has been modified by an in-place "
@@ -93,6 +124,22 @@ const Tensor& SavedTensor::get() const {
          tensor_.shape(), " was saved at version ", version_, " and is now at version ", tensor_.version(),
          ". Use the out-of-place op (e.g. masked_fill instead of masked_fill_), or clone() "
          "the tensor before modifying it");
+  if (!GradMode::is_enabled() || !tensor_.defined()) return tensor_;
+  return with_history();
+}
+
+// The saved tensor as an input of the ops a recording backward runs.
+Tensor SavedTensor::with_history() const {
+  auto alias = [this](std::shared_ptr<Node> fn) {
+    Tensor t = tensor_.detach();
+    t.impl()->grad_fn = std::move(fn);
+    return t;
+  };
+  // the running node's own output: saved before the node existed, so re-attached to it now
+  if (running_node != nullptr && running_node->output == origin_)
+    return alias(running_node->shared_from_this());
+  if (leaf_) return Tensor(leaf_);
+  if (fn_) return alias(fn_);
   return tensor_;
 }
 
@@ -140,6 +187,7 @@ Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, 
   node->next = std::move(next);
   node->backward = std::move(fn);
   TensorImpl& o = *out.impl();
+  node->output = &o;
   o.grad_fn = std::move(node);
   if (o.view_base) {
     // An output made with make_view over the op's own buffer (matmul of a 1-D operand, sdpa) is
@@ -157,6 +205,7 @@ Tensor attach(const char* name, Tensor& out, const std::vector<Tensor>& inputs, 
 namespace detail {
 struct GraphTask {
   bool retain_graph = false;
+  bool create_graph = false;  // the closures run with grad mode on (and are recorded)
   // autograd::grad: input positions by the non-leaf's grad_fn or by the leaf; what they got
   bool capture = false;
   std::unordered_map<const Node*, std::vector<std::size_t>> node_inputs;
@@ -336,9 +385,10 @@ void plan_capture(GraphTask& task, const std::vector<Node*>& order, const std::v
 // Runs the pass: the outputs' gradients in, every reached node once, newest first.
 void execute(GraphTask& task, const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
              const std::vector<Node*>& order) {
-  // Backward closures run with grad mode off, so the gradients they hand on carry no history;
-  // differentiating a backward again would need it on here (and accumulation out of place).
-  NoGradGuard no_grad;
+  // Backward closures run with grad mode off, so the gradients they hand on carry no history,
+  // unless the pass creates a graph: then every op they call (and every sum of gradients) is
+  // recorded, and the gradients can be differentiated again.
+  AutoGradMode grad_mode(task.create_graph);
   detail::TaskScope scope(task);
   try {
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -371,6 +421,7 @@ void execute(GraphTask& task, const std::vector<Tensor>& outputs, const std::vec
                  "to the first backward if you need to call it twice");
           Grads grads(*n);
           {
+            RunningNode running(n);
             profiler::RecordFunction rec(n->name.c_str(), /*backward=*/true);
             n->backward(dout, grads);
           }
@@ -414,7 +465,7 @@ Tensor output_grad(const char* op, std::size_t i, const Tensor& out, const Tenso
 }
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph, bool create_graph) {
   if (!root.defined()) throw Error("backward: called on an undefined tensor");
   if (!root.requires_grad())
     fail("backward", "the tensor (shape ", root.shape(),
@@ -431,6 +482,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   }
   GraphTask task;
   task.retain_graph = retain_graph;
+  task.create_graph = create_graph;
   const std::vector<Tensor> outputs{root};
   if (!root.grad_fn() && has_hooks(root.impl()->hooks)) task.buffers[root.impl().get()];  // a leaf root
   const std::vector<Node*> order = collect(task, outputs);
@@ -451,7 +503,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     grads.push_back(output_grad(op, i, outputs[i], grad_outputs.empty() ? Tensor() : grad_outputs[i]));
 
   GraphTask task;
-  task.retain_graph = options.retain_graph;
+  task.retain_graph = options.retain_graph.value_or(options.create_graph);
+  task.create_graph = options.create_graph;
   task.capture = true;
   task.captured.resize(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {

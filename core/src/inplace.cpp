@@ -137,6 +137,7 @@ void regenerate_view_grad_fn(const std::shared_ptr<TensorImpl>& view) {
   node->backward = [b = geometry_of(*v.view_base), g = geometry_of(v)](const Tensor& dout, Grads& grads) {
     as_strided_backward(b, g, dout, grads);
   };
+  node->output = &v;
   v.grad_fn = std::move(node);
   if (v.retains_grad) v.grad_fn->retained = view;
 }
@@ -209,6 +210,7 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
     for (Node::Edge& e : other_edges) node->next.push_back(std::move(e));
     node->backward = std::move(fn);
     move_retained_grad(impl, self.impl(), node);
+    node->output = &impl;
     impl.grad_fn = std::move(node);
   } else {  // a view: the base's history is rebased (CopySlices)
     const std::shared_ptr<TensorImpl>& base_impl = impl.view_base;
@@ -225,6 +227,7 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
     f->next.push_back(std::move(sink_edge));
     for (const Node::Edge& e : other_edges) f->next.push_back(e);
     f->backward = std::move(fn);
+    f->output = &impl;
 
     std::shared_ptr<Node> copy = new_node("CopySlices");
     copy->next.push_back(std::move(base_edge));
@@ -255,6 +258,7 @@ Tensor& attach_inplace(const char* name, Tensor& self, const std::vector<Tensor>
       grads.add(0, base_grad(s, b));
     };
     move_retained_grad(*base_impl, base_impl, copy);
+    copy->output = base_impl.get();
     base_impl->grad_fn = std::move(copy);
     regenerate_view_grad_fn(self.impl());  // the view now reads the rebased history
   }

@@ -239,8 +239,8 @@ std::string Tensor::grad_fn_name() const {
   const auto& fn = fresh(impl_).grad_fn;
   return fn ? fn->name : std::string();
 }
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  run_backward(*this, gradient, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  run_backward(*this, gradient, retain_graph.value_or(create_graph), create_graph);
 }
 uint64_t Tensor::version() const { return checked().storage->version; }
 void Tensor::bump_version() const { ++checked().storage->version; }

@@ -129,7 +129,100 @@ void expect_special_scores_like_composed(bool causal, bool grads, void (*edit)(f
   expect_close_and_zeros(dv, v.grad(), "dv");
 }
 
+// The composed chain of torch 2.x's math attention with attn_mask and enable_gqa: key and
+// value repeated over each group of query heads (repeat_interleave), a bool mask as
+// masked_fill(-inf) where false, a float mask added to the scaled scores.
+Tensor composed_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                 double p, bool causal, Generator* gen) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  const int64_t group = q.dim() >= 3 ? q.size(-3) / k.size(-3) : 1;
+  const Tensor kk = group > 1 ? repeat_interleave(k, group, -3) : k;
+  const Tensor vv = group > 1 ? repeat_interleave(v, group, -3) : v;
+  Tensor scores = matmul(q, kk.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));  // (..., L, S)
+  if (mask.defined())
+    scores = mask.dtype() == kBool ? masked_fill(scores, logical_not(mask), -INFINITY) : scores + mask;
+  if (causal) scores = masked_fill(scores, triu(ones({L, S}), 1).to(kBool), -INFINITY);
+  return matmul(dropout(softmax(scores, -1), p, true, gen), vv);  // (..., L, Ev)
+}
+
+struct MaskCase {
+  Shape q, k, v;     // (B, Hq, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)
+  Shape mask;        // broadcast to (B, Hq, L, S); {} for none
+  DType mask_dtype;  // kBool or the inputs' dtype
+  bool causal;
+};
+
+// fused (options spelling, small blocks) against the composed chain from the same seed: out,
+// the q/k/v gradients and a float mask's gradient (the mask requires grad when float)
+void expect_masked_equivalent(const MaskCase& c, DType dt, double p, double rtol, double atol,
+                              int64_t block) {
+  SCOPED_TRACE(::testing::Message() << "q " << shape_str(c.q) << " k " << shape_str(c.k) << " mask "
+                                    << shape_str(c.mask) << " " << dtype_name(c.mask_dtype) << " causal "
+                                    << c.causal << " " << dtype_name(dt) << " p " << p << " block " << block);
+  Generator init(2025);
+  Tensor q = randn(c.q, &init, dt).requires_grad_(), k = randn(c.k, &init, dt).requires_grad_();
+  Tensor v = randn(c.v, &init, dt).requires_grad_();
+  Tensor mask;
+  if (c.mask_dtype == kBool) {
+    // about one key in four masked, never a whole row (key 0 always takes part)
+    mask = gt(rand(c.mask, &init, dt), 0.25).contiguous();
+    auto* keep = static_cast<uint8_t*>(mask.raw_data_ptr());
+    for (int64_t i = 0; i < mask.numel(); i += c.mask.back()) keep[i] = 1;
+  } else if (!c.mask.empty()) {
+    mask = randn(c.mask, &init, dt).requires_grad_();
+  }
+  Shape out_shape = c.q;
+  out_shape.back() = c.v.back();
+  Tensor g = randn(out_shape, &init, dt);
+  Generator g1(77), g2(77);
+  Tensor fused = detail::scaled_dot_product_attention_blocked(
+      q, k, v,
+      {.attn_mask = mask, .dropout_p = p, .is_causal = c.causal, .enable_gqa = true, .generator = &g1},
+      block);
+  fused.backward(g);
+  std::vector<Tensor> got{q.grad(), k.grad(), v.grad()};
+  const bool mask_grad = mask.defined() && mask.requires_grad();
+  if (mask_grad) got.push_back(mask.grad());
+  for (Tensor* t : {&q, &k, &v, &mask})
+    if (t->defined() && t->requires_grad()) t->set_grad(Tensor());
+  Tensor composed = composed_masked_attention(q, k, v, mask, p, c.causal, &g2);
+  composed.backward(g);
+  EXPECT_EQ(g1.get_state(), g2.get_state()) << "the two drew a different number of values";
+  expect_close(fused, composed, rtol, atol, "out");
+  expect_close(got[0], q.grad(), rtol, atol, "dq");
+  expect_close(got[1], k.grad(), rtol, atol, "dk");
+  expect_close(got[2], v.grad(), rtol, atol, "dv");
+  if (mask_grad) expect_close(got[3], mask.grad(), rtol, atol, "dmask");
+}
+
+std::vector<MaskCase> mask_cases(DType dt) {
+  return {
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 3, 9, 11}, kBool, false},  // full bool mask
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {9, 11}, kBool, false},        // (L, S), broadcast
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 1, 1, 11}, kBool, false},  // padding mask
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {11}, kBool, false},           // (S)
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {2, 3, 9, 11}, dt, false},     // additive float
+      {{2, 3, 9, 4}, {2, 3, 11, 4}, {2, 3, 11, 5}, {3, 9, 1}, dt, false},         // last dim broadcast
+      {{2, 6, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {}, dt, false},                // GQA, groups of 3
+      {{2, 6, 9, 4}, {2, 2, 9, 4}, {2, 2, 9, 5}, {}, dt, true},                   // GQA, causal
+      {{1, 4, 9, 4}, {1, 1, 9, 4}, {1, 1, 9, 3}, {}, dt, true},                   // GQA, one kv head
+      {{2, 4, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {2, 1, 9, 11}, kBool, false},  // GQA and a mask
+      {{2, 4, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 5}, {4, 9, 11}, dt, false},        // GQA, float mask
+      {{2, 2, 40, 32}, {2, 1, 37, 32}, {2, 1, 37, 48}, {40, 37}, dt, false},      // whole vectors
+  };
+}
+
 }  // namespace
+
+TEST(ScaledDotProductAttention, MaskAndGqaEqualComposedOps) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (const MaskCase& c : mask_cases(dt))
+      for (int64_t block : {int64_t{64}, int64_t{3}}) {
+        const double rtol = dt == kFloat64 ? 1e-10 : 1e-4, atol = dt == kFloat64 ? 1e-12 : 2e-5;
+        expect_masked_equivalent(c, dt, 0.0, rtol, atol, block);
+        expect_masked_equivalent(c, dt, 0.3, rtol, atol, block);  // the composed chain's dropout mask
+      }
+}
 
 TEST(ScaledDotProductAttention, EqualsComposedOpsFloat32) {
   for (const Case& c : cases()) expect_equivalent(c, kFloat32, 0.0, 1e-4, 2e-5);
@@ -310,6 +403,41 @@ TEST(ScaledDotProductAttention, MatchesTorch) {
   }
 }
 
+TEST(ScaledDotProductAttention, MaskAndGqaMatchTorch) {
+  static Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/sdpa_mask_gqa.txt");
+  for (const char* name :
+       {"bool_full_f32", "bool_LS_f64", "bool_padding_f32", "float_mask_f32", "float_mask_f64", "gqa_f32",
+        "gqa_causal_f64", "gqa_bool_mask_f32", "gqa_float_mask_f64", "gqa_causal_dropout_f32",
+        "gqa_mask_dropout_f64", "fully_masked_rows_f32"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    Tensor q = fx.get(n + ".q").clone().requires_grad_();
+    Tensor k = fx.get(n + ".k").clone().requires_grad_();
+    Tensor v = fx.get(n + ".v").clone().requires_grad_();
+    Tensor mask;
+    if (fx.has(n + ".attn_mask")) mask = fx.get(n + ".attn_mask").clone();
+    if (fx.has(n + ".attn_mask.grad")) mask.requires_grad_();
+    Generator gen(static_cast<uint64_t>(fx.get(n + ".seed").item()));  // torch.manual_seed
+    Tensor out = scaled_dot_product_attention(
+        q, k, v,
+        {.attn_mask = mask,
+         .dropout_p = fx.get(n + ".p").item(),
+         .is_causal = fx.get(n + ".is_causal").item() != 0.0,
+         .scale = fx.has(n + ".scale") ? std::optional<double>(fx.get(n + ".scale").item()) : std::nullopt,
+         .enable_gqa = fx.get(n + ".enable_gqa").item() != 0.0,
+         .generator = &gen});
+    (out * fx.get(n + ".loss_weights")).sum().backward();
+    const bool f64 = q.dtype() == kFloat64;
+    const double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-12 : 1e-6;
+    expect_close(out, fx.get(n + ".out"), rtol, atol, n + ".out");
+    expect_close(q.grad(), fx.get(n + ".q.grad"), rtol, atol, n + ".q.grad");
+    expect_close(k.grad(), fx.get(n + ".k.grad"), rtol, atol, n + ".k.grad");
+    expect_close(v.grad(), fx.get(n + ".v.grad"), rtol, atol, n + ".v.grad");
+    if (fx.has(n + ".attn_mask.grad"))
+      expect_close(mask.grad(), fx.get(n + ".attn_mask.grad"), rtol, atol, n + ".attn_mask.grad");
+  }
+}
+
 TEST(ScaledDotProductAttention, ClearErrors) {
   auto expect_error = [](auto&& fn, const std::string& part) {
     try {
@@ -342,6 +470,63 @@ TEST(ScaledDotProductAttention, ClearErrors) {
   const int64_t S = int64_t{std::numeric_limits<int32_t>::max()} / 15 + 1;
   Tensor long_kv = zeros({1, 1, 4}).expand({1, S, 4});
   expect_error([&] { scaled_dot_product_attention(zeros({1, 16, 4}), long_kv, long_kv, 0.1); }, "143165577");
+
+  // attn_mask: broadcastable to (..., L, S) = [2, 3, 5, 6], bool or the query's dtype, not with
+  // is_causal (torch's rule)
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, ones({5, 5}, kBool));
+      },
+      "attn_mask [5, 5] is not broadcastable to the attention weights' shape [2, 3, 5, 6]");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, ones({1, 2, 3, 5, 6}, kBool));
+      },
+      "[1, 2, 3, 5, 6]");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, ones({5, 6}, kInt64)); }, "int64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, zeros({5, 6}, kFloat64)); }, "float64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, ones({5, 6}, kBool), 0.0, true); }, "is_causal");
+  // enable_gqa: query heads a multiple of the key's, key and value with the same heads
+  Tensor k2 = randn({2, 2, 6, 4}), v2 = randn({2, 2, 6, 2});
+  expect_error([&] { scaled_dot_product_attention(q, k2, v2, {.enable_gqa = true}); }, "query [2, 3, 5, 4]");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(randn({2, 4, 5, 4}), k2, v, {.enable_gqa = true});
+      },
+      "same heads");
+  expect_error([&] { scaled_dot_product_attention(randn({2, 4, 5, 4}), k2, v2); }, "need enable_gqa");
+  expect_error(
+      [&] {
+        scaled_dot_product_attention(randn({3, 4, 5, 4}), k2, v2, {.enable_gqa = true});
+      },
+      "batch dims");
+}
+
+// A query row that sees no key (every score -inf) gets zero weights, so zero output and zero
+// gradients, as torch 2.5's _safe_softmax; the composed chain's softmax would give NaN.
+TEST(ScaledDotProductAttention, FullyMaskedRowsGiveZeros) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (double p : {0.0, 0.5}) {
+      Generator init(8);
+      Tensor q = randn({2, 6, 4}, &init, dt).requires_grad_(),
+             k = randn({2, 7, 4}, &init, dt).requires_grad_();
+      Tensor v = randn({2, 7, 3}, &init, dt).requires_grad_();
+      Tensor mask = gt(rand({2, 6, 7}, &init), 0.4).contiguous();
+      auto* m = static_cast<uint8_t*>(mask.raw_data_ptr());
+      for (int64_t j = 0; j < 7; ++j) m[(0 * 6 + 2) * 7 + j] = m[(1 * 6 + 5) * 7 + j] = 0;  // rows 2 and 11
+      for (int64_t r = 0; r < 12; ++r) m[r * 7 + 3] = r != 2 && r != 11;
+      Generator gen(3);
+      Tensor out = detail::scaled_dot_product_attention_blocked(
+          q, k, v, {.attn_mask = mask, .dropout_p = p, .generator = &gen}, 4);
+      out.backward(ones_like(out));
+      const Tensor zero_row = zeros({3}, dt), zero_q = zeros({4}, dt);
+      expect_close(out.select(0, 0).select(0, 2), zero_row, 0, 0, "out row 2");
+      expect_close(out.select(0, 1).select(0, 5), zero_row, 0, 0, "out row 11");
+      expect_close(q.grad().select(0, 0).select(0, 2), zero_q, 0, 0, "dq row 2");
+      expect_close(q.grad().select(0, 1).select(0, 5), zero_q, 0, 0, "dq row 11");
+      for (const Tensor& g : {out, q.grad(), k.grad(), v.grad()})
+        for (double x : g.to(kFloat64).to_vector<double>()) ASSERT_FALSE(std::isnan(x)) << "p " << p;
+    }
 }
 
 }  // namespace xgrad::testing

@@ -19,8 +19,12 @@
 //     });
 //   }
 //
-// Backward closures run with grad mode off, may use any op, and must hand each input a
-// gradient of exactly that input's shape and dtype (Grads::add checks it).
+// Backward closures may use any op, and must hand each input a gradient of exactly that
+// input's shape and dtype (Grads::add checks it). They run with grad mode off, unless the pass
+// was asked to create a graph (backward(..., create_graph=true), GradOptions::create_graph):
+// then grad mode is on and every op they call is recorded, so the gradients they hand on can
+// be differentiated again. A closure may keep a fused kernel for the grad-mode-off path, but
+// with grad mode on it must compute with recorded ops (or record a node of its own).
 //
 // Also here: autograd::grad (torch.autograd.grad), the gradient hooks' storage
 // (Tensor::register_hook, core/src/hooks.cpp) and anomaly mode (autograd::DetectAnomalyGuard,
@@ -31,6 +35,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +50,19 @@ struct GradMode {
   static void set_enabled(bool enabled);
 };
 
+// RAII: grad mode set to `enabled` inside its scope, the previous state restored after
+// (libtorch's AutoGradMode; `with torch.set_grad_enabled(enabled):`).
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~AutoGradMode() { GradMode::set_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // RAII: no recording inside its scope (like `with torch.no_grad():`).
 class NoGradGuard {
  public:
@@ -57,19 +75,28 @@ class NoGradGuard {
   bool prev_;
 };
 
-// A tensor kept for backward. Holds a detached handle (so saving an op's own output makes no
-// reference cycle) and the storage version at save time; get() throws if the tensor was
-// modified in place since.
+// A tensor kept for backward, and the storage version at save time: get() throws if the
+// tensor was modified in place since. It holds a detached handle, so saving an op's own output
+// makes no reference cycle (output -> grad_fn -> saved output), and with grad mode off get()
+// returns that handle. With grad mode on (a pass that creates a graph) get() returns the
+// tensor with its history, as torch's SavedVariable unpacks it: a leaf that requires grad is
+// itself, an input with a grad_fn is an alias carrying that grad_fn, and the output of the
+// node whose backward is running is an alias carrying that node.
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
-  const Tensor& get() const;
+  Tensor get() const;
   bool defined() const { return tensor_.defined(); }
 
  private:
+  Tensor with_history() const;
+
   Tensor tensor_;
   uint64_t version_ = 0;
+  const TensorImpl* origin_ = nullptr;  // identity of the saved tensor, to recognise an op's output
+  std::shared_ptr<Node> fn_;            // its grad_fn at save time, if any
+  std::shared_ptr<TensorImpl> leaf_;    // the tensor itself when it is a leaf that requires grad
 };
 inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
 
@@ -109,7 +136,7 @@ class Grads {
 using BackwardFn = std::function<void(const Tensor& dout, Grads& grads)>;
 
 // One recorded op.
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   struct Edge {
     std::shared_ptr<Node> fn;          // producer of the input (non-leaf), or
     std::shared_ptr<TensorImpl> leaf;  // the leaf whose .grad receives the gradient
@@ -127,6 +154,7 @@ struct Node {
   bool retain_first = true;                          // retain_grad() came before the first hook (hooks.cpp)
   std::shared_ptr<detail::TensorHooks> hooks;        // the output's register_hook()s
   std::unique_ptr<detail::AnomalyMetadata> anomaly;  // recorded while anomaly mode is on
+  const TensorImpl* output = nullptr;                // identity of the tensor it produced (SavedTensor)
 
   // filled during backward: the gradient of this node's output
   Tensor pending;
@@ -184,13 +212,16 @@ void check_inplace(const char* op, const Tensor& self);
 // view (a stride-0 dim of size > 1), as torch does (fill_ and zero_ do not need it).
 void check_no_internal_overlap(const char* op, const Tensor& self);
 
-// Runs backward from `root` with the given output gradient.
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+// Runs backward from `root` with the given output gradient (Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph = false);
 
 namespace autograd {
 
 struct GradOptions {
-  bool retain_graph = false;  // keep the graph (its saved tensors) for another pass
+  // keep the graph (its saved tensors) for another pass; unset: as create_graph
+  std::optional<bool> retain_graph;
+  // record the backward itself, so the gradients returned can be differentiated again
+  bool create_graph = false;
   bool allow_unused = false;  // an input the outputs do not depend on gets an undefined Tensor
 };
 
@@ -201,9 +232,12 @@ struct GradOptions {
 // other needs one of its shape and dtype. The inputs' hooks (Tensor::register_hook) run, and
 // so do those of the tensors on the way. Throws xgrad::Error, before anything runs, for an
 // input the outputs do not depend on (unless allow_unused), and after the pass for one that
-// received no gradient. The backward closures run with grad mode off: the gradients carry no
-// history.
+// received no gradient. With create_graph the backward is recorded and the gradients carry
+// grad_fns (torch's names), so they can be differentiated again (a gradient penalty, a
+// Hessian-vector product); without it they carry no history.
 //   std::vector<Tensor> g = autograd::grad({loss}, {w, h});   // g[0] = dloss/dw, g[1] = dloss/dh
+//   Tensor gx = autograd::grad({y}, {x}, {}, {.create_graph = true})[0];
+//   autograd::grad({gx.pow(2).sum()}, {w});                    // d/dw of a gradient penalty
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
 

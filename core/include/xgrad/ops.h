@@ -345,8 +345,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 
 // =====================================================================  attention.cpp
 // F.scaled_dot_product_attention (PyTorch 2.x): query (..., L, E), key (..., S, E), value
-// (..., S, Ev) -> (..., L, Ev), with the same batch dims on all three. Computes, fused,
-//   w = softmax(query @ key^T * scale [+ causal -inf above the diagonal], -1)   (..., L, S)
+// (..., S, Ev) -> (..., L, Ev), with the same batch dims on all three (but for the heads, dim
+// -3, under enable_gqa). Computes, fused,
+//   w = softmax(query @ key^T * scale + attn_mask [causal: -inf above the diagonal], -1)  (..., L, S)
 //   out = dropout(w, dropout_p, true, gen) @ value
 // scale defaults to 1/sqrt(E); is_causal masks key j > query i (top-left aligned, as torch's
 // tril(ones(L, S))). The dropout mask is exactly dropout()'s: one bernoulli draw over a
@@ -355,13 +356,48 @@ Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 // more batch dims (so out.transpose(1, 2).contiguous() copies nothing), contiguous otherwise.
 // Inputs need a unit-stride last dim to be read in place (the MHA's transpose(1, 2) views
 // are); others are copied once.
+//
+// torch 2.x's arguments, in its order, with the two this overload leaves out:
+//   attn_mask   undefined (none), bool (true: the key takes part, false: -inf) or an additive
+//               float mask of query's dtype, broadcastable to (..., L, S) (a (L, S) causal or
+//               (B, 1, 1, S) padding mask is read in place, not repeated). A query row whose
+//               every score is -inf gets zero weights (torch 2.5's _safe_softmax), so its
+//               output and gradients are 0, not NaN. A float mask may require grad. Not
+//               together with is_causal (torch's rule: put the causal -inf into the mask).
+//   enable_gqa  grouped-query attention (torch 2.5): key and value (..., Hkv, S, *) with fewer
+//               heads than query (..., Hq, L, E), Hq % Hkv == 0; query head h attends with
+//               key/value head h / (Hq / Hkv), as key.repeat_interleave(Hq / Hkv, -3) would,
+//               but the repeated keys are never formed (the key/value gradients sum over each
+//               group). Dropout draws the composed chain's (..., Hq, L, S) mask.
+// Spelled positionally in torch's order:
+//   scaled_dot_product_attention(q, k, v, mask, 0.0, false, std::nullopt, true)
+// or by keyword, as in torch (the options struct below):
+//   scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .enable_gqa = true})
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     double dropout_p = 0.0, Flag is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* gen = nullptr);
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p = 0.0, Flag is_causal = false,
+                                    std::optional<double> scale = std::nullopt, Flag enable_gqa = false,
+                                    Generator* gen = nullptr);
+// F.scaled_dot_product_attention's keyword arguments (torch's names and defaults; generator is
+// xgrad's, for the dropout mask: null draws from the default generator).
+struct ScaledDotProductAttentionOptions {
+  Tensor attn_mask = Tensor();  // undefined: none
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  std::optional<double> scale = std::nullopt;
+  bool enable_gqa = false;
+  Generator* generator = nullptr;
+};
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options);
 namespace detail {
 // The same op with its row strip size given (rows run through scores, softmax and output
 // together; the public one uses attention_kernel::kDefaultBlock): tests shrink it so that
 // small inputs span several strips and tiles.
+Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const ScaledDotProductAttentionOptions& options, int64_t block);
 Tensor scaled_dot_product_attention_blocked(const Tensor& query, const Tensor& key, const Tensor& value,
                                             double dropout_p, bool is_causal, std::optional<double> scale,
                                             Generator* gen, int64_t block);

@@ -130,8 +130,13 @@ class Tensor {
   void retain_grad();              // keep .grad() of a non-leaf after backward
   const std::shared_ptr<Node>& grad_fn() const;
   std::string grad_fn_name() const;  // "SoftmaxBackward0", or "" for none
-  // loss.backward() for a one-element tensor; t.backward(grad) otherwise.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // loss.backward() for a one-element tensor; t.backward(grad) otherwise. torch's arguments:
+  // retain_graph keeps the graph for another pass (unset: as create_graph); create_graph
+  // records the backward itself, so the gradients it accumulates into .grad() carry grad_fns
+  // and can be differentiated again (x.grad() of a leaf: CopyBackwards, then AddBackward0).
+  // As in torch, such a .grad() refers back to its leaf: set_grad(Tensor()) when done.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   Tensor detach() const;  // same storage, no history
   // torch's t.register_hook(fn): during backward (and autograd::grad) fn(grad) sees the gradient
   // flowing into this tensor and may return a replacement of the same shape and dtype; an

@@ -1,9 +1,10 @@
 // core/src/kernels/attention_kernel.h (private): the kernel floor under attention.cpp. One
 // (L, S) attention matrix -- one (batch, head) -- forward and backward, on one thread:
 //
-//   forward:  P = scale * q k^T;  W = softmax(P) (causal: keys j <= i);  W' = W * mask / (1 - p)
+//   forward:  P = scale * q k^T + M;  W = softmax(P) (causal: keys j <= i);  W' = W * keep / (1 - p)
 //             out = W' v
-//   backward: dW' = dO v^T;  dW = dW' * mask / (1 - p);  dS = W * (dW - rowsum(dW * W)) * scale
+//   (M: the additive attn_mask, if any; a row whose every P is -inf gets W = 0)
+//   backward: dW' = dO v^T;  dW = dW' * keep / (1 - p);  dS = W * (dW - rowsum(dW * W)) * scale
 //             dq = dS k;  dk = dS^T q;  dv = W'^T dO
 //
 // The query rows run in blocks of R = min(block, W) rows, one row per lane of a vector of W
@@ -76,6 +77,7 @@ struct Params {
   bool causal = false;
   int64_t block = kDefaultBlock;  // query rows per block (>= 1)
   double p = 0.0;
+  bool masked = false;  // an additive mask M is added to the scores (forward_head's mask)
   bool dropout() const { return p > 0.0; }
   int64_t valid(int64_t i) const { return causal ? std::min(i + 1, S) : S; }  // n(i)
 };
@@ -390,7 +392,10 @@ void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLane
     m3 = xsimd::max(m3, score(j + 3));
   }
   for (; j < n; ++j) m0 = xsimd::max(m0, score(j));
-  const V<T> mx = xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3));
+  const V<T> top = xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3));
+  // masked: a row whose every score is -inf gets weights exactly 0 (exp(-inf - 0) = 0, and
+  // inv = 0 below), not NaN from -inf - -inf (torch 2.5's _safe_softmax)
+  const V<T> mx = p.masked ? xsimd::select(top == V<T>(ninf), V<T>(T(0)), top) : top;
   // e = exp(s - max) stored, zeros where masked. exp_nonpositive (float: exp_clamped's
   // polynomial) gives exactly 0 below -80, so a -inf score weighs exactly 0, and keeps NaN: a
   // NaN score (which the max may skip) makes its row's sum, and so the whole row, NaN, as
@@ -407,7 +412,8 @@ void softmax_lanes(const Params& p, int64_t i0, int64_t n, T* st, const KeepLane
     s1 += exp_at(j + 1);
   }
   if (j < n) s0 += exp_at(j);
-  const V<T> vinv = n > 0 ? V<T>(T(1)) / (s0 + s1) : V<T>(T(0));  // no keys: out is zeros, as torch
+  V<T> vinv = n > 0 ? V<T>(T(1)) / (s0 + s1) : V<T>(T(0));  // no keys: out is zeros, as torch
+  if (p.masked) vinv = xsimd::select((s0 + s1) == V<T>(T(0)), V<T>(T(0)), vinv);
   vinv.store_unaligned(inv);
   if (!keep) return;
   const V<T> vks(p.p < 1.0 ? T(1) / static_cast<T>(1.0 - p.p) : T(0));  // as dropout()
@@ -431,19 +437,32 @@ void scale_lanes(int64_t n, T* st, const T* inv) {
 
 // ---- one matrix, forward (the backward: attention_backward.h)
 
-// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile, k^T.
+// Scratch (elements of T) forward_head needs: q_block^T, scores^T, W'^T, an out^T tile, k^T,
+// the scores in rows, and with a mask its block in lanes.
 template <class T>
 int64_t forward_scratch(const Params& p) {
-  return (round_up(p.E, 16) + 3 * round_up(p.S, 16) + kLaneTile) * kW<T> + p.E * round_up(p.S, 16);
+  return (round_up(p.E, 16) + (p.masked ? 4 : 3) * round_up(p.S, 16) + kLaneTile) * kW<T> +
+         p.E * round_up(p.S, 16);
 }
 
-// out (L, Ev) = drop(softmax(q k^T * scale)) @ v for one matrix. w: null, or Blocks::total()
-// elements receiving W (the backward's); keep: the matrix's dropout mask (L, S) bytes, or
-// null; lanes: null, or lane_mask_bytes receiving keep as the backward reads it; scratch:
-// forward_scratch.
+// st (n, W) += the mask rows m (rows rows of n values, row stride ldm, 0 for a mask broadcast
+// over the queries) in lanes, through mt (n, W): scale * q k^T + M
+template <class T>
+void add_mask_lanes(const T* m, int64_t ldm, int64_t rows, int64_t n, T* mt, T* st) {
+  pack_lanes(m, ldm, rows, n, mt);
+  for (int64_t j = 0; j < n; ++j)
+    (V<T>::load_unaligned(st + j * kW<T>) + V<T>::load_unaligned(mt + j * kW<T>))
+        .store_unaligned(st + j * kW<T>);
+}
+
+// out (L, Ev) = drop(softmax(q k^T * scale + M)) @ v for one matrix. mask: M's (L, S) rows
+// (row stride ldm, may be 0), null when !p.masked; w: null, or Blocks::total() elements
+// receiving W (the backward's); keep: the matrix's dropout mask (L, S) bytes, or null; lanes:
+// null, or lane_mask_bytes receiving keep as the backward reads it; scratch: forward_scratch.
 template <class T>
 void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv,
-                  T* out, int64_t ldo, T* w, const uint8_t* keep, uint8_t* lanes, T* scratch) {
+                  const T* mask, int64_t ldm, T* out, int64_t ldo, T* w, const uint8_t* keep, uint8_t* lanes,
+                  T* scratch) {
   constexpr int64_t W = kW<T>;
   const Blocks<T> bl(p);
   T* qt = scratch;                     // q_block^T (E, W)
@@ -453,6 +472,7 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
   const int64_t Sq = round_up(p.S, 16);
   T* kt = ot + kLaneTile * W;  // k^T (E, Sq)
   T* sr = kt + p.E * Sq;       // the block's scores in rows (W, Sq)
+  T* mt = sr + W * Sq;         // the block's mask in lanes (n, W), when masked
   pack_transposed(k, ldk, p.S, p.E, kt, Sq);
   for (int64_t b = 0, off = 0; b < bl.count(); ++b) {
     const int64_t i0 = b * bl.R, rows = bl.rows(b), n = bl.keys(b);
@@ -464,6 +484,7 @@ void forward_head(const Params& p, const T* q, int64_t ldq, const T* k, int64_t 
       pack_lanes(q + i0 * ldq, ldq, rows, p.E, qt);
       rows_product(n, p.E, kt, Sq, qt, static_cast<T>(p.scale), sb);
     }
+    if (mask) add_mask_lanes(mask + i0 * ldm, ldm, rows, n, mt, sb);
     const KeepLanes<T> kl(keep ? keep + i0 * p.S : nullptr, p.S, rows, lanes ? lanes + 2 * off / W : nullptr);
     alignas(64) T inv[kW<T>];
     softmax_lanes(p, i0, n, sb, keep ? &kl : nullptr, wd, inv, w != nullptr);

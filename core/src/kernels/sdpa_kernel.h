@@ -5,6 +5,11 @@
 // whole on one thread, so the same bits at any thread count), and dropout()'s mask drawn
 // matrix by matrix, in order, as the threads reach them.
 //
+// Grouped-query attention: k and v may have fewer matrices than q, nb / group each; q's
+// matrix b reads k's and v's matrix b / group (the heads of a group are adjacent in q's batch
+// order). The backward runs a group's q matrices on one thread, in order, summing their dk and
+// dv, so the sums' order, too, does not depend on the thread count.
+//
 // Every operand's matrices have unit-stride rows that do not overlap (any row stride, any
 // batch strides): the op copies an operand that does not.
 #pragma once
@@ -143,17 +148,19 @@ class DropoutDraws {
   std::atomic<bool> drawing_{false};
 };
 
-// out = drop(softmax(q @ k^T * scale, causal)) @ v per matrix, for the nb matrices of q, k, v
-// and out (T = float or double, every operand of that dtype). keep: the (nb * L * S + padding)
-// byte mask (null without dropout), drawn by `draws`. weights / lanes: when defined, the
-// softmax output W and the mask as the backward reads them (Blocks<T>(P).total() and
+// out = drop(softmax(q @ k^T * scale + mask, causal)) @ v per matrix, for the nb matrices of
+// q, mask and out and nb / group of k and v (T = float or double, every operand of that
+// dtype). mask: the additive mask as nb (L, S) matrices (any batch and row strides, 0 for
+// broadcast dims; unit-stride rows), undefined when !P.masked. keep: the (nb * L * S +
+// padding) byte mask (null without dropout), drawn by `draws`. weights / lanes: when defined,
+// the softmax output W and the mask as the backward reads them (Blocks<T>(P).total() and
 // lane_mask_bytes<T>(P) a matrix).
 template <class T>
-void sdpa_forward(const Params& P, int64_t nb, const Tensor& q, const Tensor& k, const Tensor& v,
-                  const Tensor& out, uint8_t* keep, DropoutDraws& draws, const Tensor& weights,
-                  const Tensor& lanes) {
+void sdpa_forward(const Params& P, int64_t nb, int64_t group, const Tensor& q, const Tensor& k,
+                  const Tensor& v, const Tensor& mask, const Tensor& out, uint8_t* keep, DropoutDraws& draws,
+                  const Tensor& weights, const Tensor& lanes) {
   const int64_t LS = P.L * P.S;
-  const Operand oq = operand(q), ok = operand(k), ov = operand(v), oo = operand(out);
+  const Operand oq = operand(q), ok = operand(k), ov = operand(v), om = operand(mask), oo = operand(out);
   const int64_t wsize = attention_kernel::Blocks<T>(P).total();  // one matrix's W
   T* pw = weights.defined() ? weights.data_ptr<T>() : nullptr;
   const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
@@ -162,10 +169,10 @@ void sdpa_forward(const Params& P, int64_t nb, const Tensor& q, const Tensor& k,
     auto work = scratch<T>(attention_kernel::forward_scratch<T>(P));
     each([&](int64_t b) {
       draws.through(b);
-      attention_kernel::forward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld, matrix<T>(ov, b),
-                                        ov.ld, matrix<T>(oo, b), oo.ld, pw ? pw + b * wsize : nullptr,
-                                        keep ? keep + b * LS : nullptr, pl ? pl + b * lsize : nullptr,
-                                        work.get());
+      attention_kernel::forward_head<T>(
+          P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b / group), ok.ld, matrix<T>(ov, b / group), ov.ld,
+          matrix<T>(om, b), om.ld, matrix<T>(oo, b), oo.ld, pw ? pw + b * wsize : nullptr,
+          keep ? keep + b * LS : nullptr, pl ? pl + b * lsize : nullptr, work.get());
     });
   });
 }
@@ -174,26 +181,64 @@ void sdpa_forward(const Params& P, int64_t nb, const Tensor& q, const Tensor& k,
 // dropout):
 //   dv = W'^T @ dout;  dW' = dout @ v^T;  dW = drop(dW');
 //   dS = W * (dW - rowsum(dW * W)) * scale;  dq = dS @ k;  dk = dS^T @ q
-// into the defined ones of dq, dk, dv (q, k, v may be undefined where no gradient needs them).
+// into the defined ones of dq, dk, dv (q, k, v may be undefined where no gradient needs them);
+// dk and dv of a key/value matrix sum over its group of q matrices.
 template <class T>
-void sdpa_backward(const Params& P, int64_t nb, const Tensor& q, const Tensor& k, const Tensor& v,
-                   const Tensor& dout, const Tensor& weights, const Tensor& lanes, const Tensor& dq,
-                   const Tensor& dk, const Tensor& dv) {
+void sdpa_backward(const Params& P, int64_t nb, int64_t group, const Tensor& q, const Tensor& k,
+                   const Tensor& v, const Tensor& dout, const Tensor& weights, const Tensor& lanes,
+                   const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const Operand oq = operand(q), ok = operand(k), ov = operand(v), odo = operand(dout), odq = operand(dq),
                 odk = operand(dk), odv = operand(dv);
   const int64_t wsize = attention_kernel::Blocks<T>(P).total();
   const T* pw = weights.data_ptr<T>();
   const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P);
   const auto* pl = lanes.defined() ? static_cast<const uint8_t*>(lanes.raw_data_ptr()) : nullptr;
-  for_each_matrix(nb, [&](auto&& each) {
-    auto work = scratch<T>(attention_kernel::backward_scratch<T>(P));
-    each([&](int64_t b) {
-      attention_kernel::backward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, b), ok.ld,
-                                         matrix<T>(ov, b), ov.ld, matrix<T>(odo, b), odo.ld, pw + b * wsize,
-                                         pl ? pl + b * lsize : nullptr, matrix<T>(odq, b), odq.ld,
-                                         matrix<T>(odk, b), odk.ld, matrix<T>(odv, b), odv.ld, work.get());
+  // a group's second and later q matrices write dk and dv here, then add them in
+  const int64_t extra = group > 1 ? P.S * (P.E + P.Ev) : 0;
+  for_each_matrix(nb / group, [&](auto&& each) {
+    auto work = scratch<T>(attention_kernel::backward_scratch<T>(P) + extra);
+    T* tk = work.get() + attention_kernel::backward_scratch<T>(P);
+    T* tv = tk + P.S * P.E;
+    each([&](int64_t c) {
+      T* dkc = matrix<T>(odk, c);
+      T* dvc = matrix<T>(odv, c);
+      for (int64_t b = c * group; b < (c + 1) * group; ++b) {
+        const bool first = b == c * group;
+        attention_kernel::backward_head<T>(P, matrix<T>(oq, b), oq.ld, matrix<T>(ok, c), ok.ld,
+                                           matrix<T>(ov, c), ov.ld, matrix<T>(odo, b), odo.ld, pw + b * wsize,
+                                           pl ? pl + b * lsize : nullptr, matrix<T>(odq, b), odq.ld,
+                                           dkc && !first ? tk : dkc, first ? odk.ld : P.E,
+                                           dvc && !first ? tv : dvc, first ? odv.ld : P.Ev, work.get());
+        if (first) continue;
+        for (int64_t j = 0; j < P.S; ++j) {  // dk += this head's, dv += this head's
+          if (dkc)
+            for (int64_t e = 0; e < P.E; ++e) dkc[j * odk.ld + e] += tk[j * P.E + e];
+          if (dvc)
+            for (int64_t e = 0; e < P.Ev; ++e) dvc[j * odv.ld + e] += tv[j * P.Ev + e];
+        }
+      }
     });
   });
+}
+
+// The dropout keep mask of nb matrices, one byte a weight ((nb, L, S), contiguous), from the
+// lane masks sdpa_forward saved (lanes): the weights a causal block does not compute get 0.
+template <class T>
+void unpack_keep(const Params& P, int64_t nb, const uint8_t* lanes, uint8_t* keep) {
+  const attention_kernel::Blocks<T> bl(P);
+  const int64_t lsize = attention_kernel::lane_mask_bytes<T>(P), W = attention_kernel::kW<T>;
+  std::memset(keep, 0, static_cast<std::size_t>(nb * P.L * P.S));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t blk = 0, off = 0; blk < bl.count(); ++blk) {
+      const uint8_t* m = lanes + b * lsize + 2 * off / W;
+      for (int64_t j = 0; j < bl.keys(blk); ++j) {
+        uint16_t bits;
+        std::memcpy(&bits, m + 2 * j, sizeof(bits));
+        for (int64_t l = 0; l < bl.rows(blk); ++l)
+          keep[(b * P.L + blk * bl.R + l) * P.S + j] = (bits >> l) & 1;
+      }
+      off += bl.keys(blk) * W;
+    }
 }
 
 }  // namespace xgrad::kernels

@@ -9,6 +9,9 @@
 // results do not depend on the thread count), whose contiguous rows are plain loops the
 // compiler vectorises. Backward
 // closures reuse the same maps to fuse their formula into one pass (tanh: dout * (1 - y^2)).
+// When the backward itself is recorded (grad mode on: a pass with create_graph), a closure
+// computes its formula with recorded ops instead, so it can be differentiated again; both
+// paths sit together and the gradcheck table checks both (gradcheck and gradgradcheck).
 // Adding an op: forward = map_*(...), then record(...) with the backward right under it, and
 // a row in tests/core/gradcheck_rows_elementwise.cpp.
 //
@@ -200,10 +203,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
                  bs = save(b)](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = a / b, so da = dout / b and db = -dout * a / b^2
                   if (grads.wants(0)) grads.add(0, sum_to(div(dout, bs.get()), sa));
-                  if (grads.wants(1))
-                    grads.add(1, sum_to(map_same<3>("div", dout.shape(), {dout, as.get(), bs.get()},
-                                                    [](auto g, auto x, auto y) { return -g * x / (y * y); }),
-                                        sb));
+                  if (!grads.wants(1)) return;
+                  const Tensor x = as.get(), y = bs.get();
+                  if (GradMode::is_enabled()) return grads.add(1, sum_to(neg(dout) * x / (y * y), sb));
+                  grads.add(1, sum_to(map_same<3>("div", dout.shape(), {dout, x, y},
+                                                  [](auto g, auto x, auto y) { return -g * x / (y * y); }),
+                                      sb));
                 });
 }
 
@@ -224,6 +229,7 @@ Tensor div(double a, const Tensor& b) {
   Tensor out = map1("div", b, [a](auto y) { return c<decltype(y)>(a) / y; });
   return record("MulBackward0", out, {b}, [a, bs = save(b)](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a / b, so db = -dout * a / b^2
+    if (GradMode::is_enabled()) return grads.add(0, dout * -a / (bs.get() * bs.get()));
     grads.add(0, map_same<2>("div", dout.shape(), {dout, bs.get()},
                              [a](auto g, auto y) { return -g * c<decltype(y)>(a) / (y * y); }));
   });
@@ -252,8 +258,9 @@ Tensor pow(const Tensor& a, double e) {
   else out = map1("pow", a, [e](auto x) { return std::pow(x, c<decltype(x)>(e)); });
   return record("PowBackward0", out, {a}, [e, as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a^e, so da = dout * e * a^(e-1) (zero when e == 0)
-    const Tensor& x = as.get();
+    const Tensor x = as.get();
     if (e == 0.0) return grads.add(0, zeros_like(x));
+    if (GradMode::is_enabled()) return grads.add(0, dout * (pow(x, e - 1.0) * e));
     if (e == 2.0)
       return grads.add(0, map_same<2>("pow", x.shape(), {dout, x},
                                       [](auto g, auto v) { return g * (decltype(v)(2) * v); }));
@@ -274,6 +281,15 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
         // in the forward pass out = a^b, so da = dout * b * a^(b-1) and db = dout * out * log(a)
         // (torch's conventions: da = 0 where b == 0, db = 0 where a == 0 and b >= 0)
         const Shape& shape = dout.shape();
+        if (GradMode::is_enabled()) {
+          const Tensor x = as.get(), y = bs.get();
+          if (grads.wants(0)) grads.add(0, sum_to(where(y == 0.0, 0.0, dout * (y * pow(x, y - 1.0))), sa));
+          if (grads.wants(1)) {
+            const Tensor db = dout * (outs.get() * log(x));
+            grads.add(1, sum_to(where(x == 0.0, where(y >= 0.0, 0.0, db), db), sb));
+          }
+          return;
+        }
         if (grads.wants(0))
           grads.add(0, sum_to(map_same<3>("pow", shape, {dout, as.get(), bs.get()},
                                           [](auto g, auto x, auto y) {
@@ -324,6 +340,7 @@ Tensor sqrt(const Tensor& a) {
   });
   return record("SqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = sqrt(a), so da = dout / (2 y)
+    if (GradMode::is_enabled()) return grads.add(0, dout / (outs.get() * 2.0));
     grads.add(0, map_same<2>("sqrt", dout.shape(), {dout, outs.get()},
                              [](auto g, auto y) { return g / (decltype(y)(2) * y); }));
   });
@@ -337,6 +354,7 @@ Tensor rsqrt(const Tensor& a) {
   });
   return record("RsqrtBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = a^(-1/2), so da = -dout * y^3 / 2
+    if (GradMode::is_enabled()) return grads.add(0, dout * pow(outs.get(), 3.0) * -0.5);
     grads.add(0, map_same<2>("rsqrt", dout.shape(), {dout, outs.get()},
                              [](auto g, auto y) { return decltype(y)(-0.5) * g * (y * y * y); }));
   });
@@ -350,6 +368,10 @@ Tensor tanh(const Tensor& a) {
   });
   return record("TanhBackward0", out, {a}, [outs = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = tanh(a), so da = dout * (1 - y^2)
+    if (GradMode::is_enabled()) {
+      const Tensor y = outs.get();
+      return grads.add(0, dout * (1.0 - y * y));
+    }
     grads.add(0, map_same<2>("tanh", dout.shape(), {dout, outs.get()},
                              [](auto g, auto y) { return g * (decltype(y)(1) - y * y); }));
   });
@@ -361,6 +383,10 @@ Tensor abs(const Tensor& a) {
       "abs", a, [](auto x) { return x < decltype(x)(0) ? -x : x; }, true);
   return record("AbsBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = |a|, so da = dout * sign(a) (0 at a == 0)
+    if (GradMode::is_enabled()) {
+      const Tensor x = as.get();
+      return grads.add(0, dout * ((x > 0.0).to(x.dtype()) - (x < 0.0).to(x.dtype())));
+    }
     grads.add(0, map_same<2>("abs", dout.shape(), {dout, as.get()}, [](auto g, auto x) {
                 using T = decltype(x);
                 return x > T(0) ? g : (x < T(0) ? -g : T(0));
@@ -390,6 +416,13 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
       true);
   return record("ClampBackward1", out, {a}, [=, as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = x inside [min, max], so dx = dout there and 0 outside
+    if (GradMode::is_enabled()) {
+      const Tensor x = as.get();
+      Tensor dx = dout;
+      if (has_lo) dx = where(x >= lo, dx, 0.0);
+      if (has_hi) dx = where(x <= hi, dx, 0.0);
+      return grads.add(0, dx);
+    }
     grads.add(0, map_same<2>("clamp", dout.shape(), {dout, as.get()}, [=](auto g, auto x) {
                 using T = decltype(x);
                 return ((!has_lo || x >= c<T>(lo)) && (!has_hi || x <= c<T>(hi))) ? g : T(0);
@@ -399,6 +432,19 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
 
 // ---------------------------------------------------------------- maximum / minimum / where
 // NaN propagates; on ties the gradient is split half/half, as torch does.
+namespace {
+// The recorded backward of maximum (sign 1) and minimum (sign -1): a gets dout where it won,
+// b where it did, each half on ties; a NaN comparison hands dout to both (as the fused path).
+void split_by_weight(const Tensor& x, const Tensor& y, const Shape& sa, const Shape& sb, const Tensor& dout,
+                     Grads& grads, double sign) {
+  const DType t = dout.dtype();
+  const Tensor a_lost = (sign > 0 ? x < y : x > y).to(t), b_lost = (sign > 0 ? x > y : x < y).to(t);
+  const Tensor tie = (x == y).to(t) * 0.5;
+  if (grads.wants(0)) grads.add(0, sum_to(dout * (1.0 - a_lost - tie), sa));
+  if (grads.wants(1)) grads.add(1, sum_to(dout * (1.0 - b_lost - tie), sb));
+}
+}  // namespace
+
 Tensor maximum(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("maximum");
   Tensor out = map2(
@@ -408,6 +454,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
         // in the forward pass out = a where a > b else b, so the gradient goes to the larger one
         const Shape& shape = dout.shape();
+        if (GradMode::is_enabled()) return split_by_weight(as.get(), bs.get(), sa, sb, dout, grads, 1.0);
         if (grads.wants(0))
           grads.add(0, sum_to(map_same<3>("maximum", shape, {dout, as.get(), bs.get()},
                                           [](auto g, auto x, auto y) {
@@ -434,6 +481,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape(), as = save(a), bs = save(b)](const Tensor& dout, Grads& grads) {
         // in the forward pass out = a where a < b else b, so the gradient goes to the smaller one
         const Shape& shape = dout.shape();
+        if (GradMode::is_enabled()) return split_by_weight(as.get(), bs.get(), sa, sb, dout, grads, -1.0);
         if (grads.wants(0))
           grads.add(0, sum_to(map_same<3>("minimum", shape, {dout, as.get(), bs.get()},
                                           [](auto g, auto x, auto y) {
@@ -474,6 +522,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return record("WhereBackward0", out, {a, b},
                 [sa = a.shape(), sb = b.shape(), cs = save(cond)](const Tensor& dout, Grads& grads) {
                   // in the forward pass out = cond ? a : b, so da = dout where cond and db = dout elsewhere
+                  if (GradMode::is_enabled()) {
+                    if (grads.wants(0)) grads.add(0, sum_to(where(cs.get(), dout, 0.0), sa));
+                    if (grads.wants(1)) grads.add(1, sum_to(where(cs.get(), 0.0, dout), sb));
+                    return;
+                  }
                   const Tensor zero = zeros({}, dout.dtype());
                   if (grads.wants(0))
                     grads.add(0, sum_to(select_where(cs.get(), dout, zero, dout.shape()), sa));
