@@ -5,7 +5,6 @@
 // pkg/llms_from_scratch/kv_cache/llama3.py
 #include "xgrad/nn/llama.h"
 
-#include <cmath>
 #include <sstream>
 
 #include "generation.h"
@@ -111,22 +110,17 @@ namespace {
 
 // The one grouped-query attention call: queries (b, H, T, D) at positions past .. past+T-1,
 // keys and values (b, G, past+T, D) at positions 0 .. past+T-1, H = G * group_size; query
-// head h reads key/value head h / group_size; causal: query i sees keys 0 .. past+i.
-// -> (b, H, T, D)
+// head h reads key/value head h / group_size (the book's repeat_interleave of the keys and
+// values, which enable_gqa never forms); causal: query i sees keys 0 .. past+i. -> (b, H, T, D)
 Tensor grouped_query_attention(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                               int64_t group_size, int64_t past) {
-  // the book's expansion: [K1, K2] -> [K1, K1, K2, K2] for group_size 2
-  Tensor keys_rep = keys.repeat_interleave(group_size, 1);  // (b, H, past+T, D)
-  Tensor values_rep = values.repeat_interleave(group_size, 1);
-  const int64_t num_tokens = queries.size(2), head_dim = queries.size(3);
+                               int64_t past) {
+  const int64_t num_tokens = queries.size(2);
   if (past == 0 || num_tokens == 1)  // plain causal; one new token sees every key
-    return scaled_dot_product_attention(queries, keys_rep, values_rep, 0.0, /*is_causal=*/past == 0);
-  // the mask's rows past .. past+T: torch.triu(ones(past+T, past+T), diagonal=1)[past:, :]
-  Tensor mask = triu(ones({num_tokens, past + num_tokens}), past + 1).to(kBool);
-  Tensor attn_scores = matmul(queries, keys_rep.transpose(2, 3));  // (b, H, T, past+T)
-  attn_scores = masked_fill(attn_scores, mask, -INFINITY);
-  Tensor attn_weights = softmax(attn_scores / std::sqrt(double(head_dim)), -1);
-  return matmul(attn_weights, values_rep);  // (b, H, T, D)
+    return scaled_dot_product_attention(queries, keys, values, {.is_causal = past == 0, .enable_gqa = true});
+  // the causal mask's rows past .. past+T (true: attend), as the book's
+  // torch.triu(ones(past+T, past+T), diagonal=1)[past:, :] marks the rest
+  Tensor mask = tril(ones({num_tokens, past + num_tokens}), past).to(kBool);
+  return scaled_dot_product_attention(queries, keys, values, {.attn_mask = mask, .enable_gqa = true});
 }
 
 }  // namespace
@@ -180,7 +174,7 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const Tensor& cos, const 
     cache->values = values;
   }
 
-  Tensor context_vec = grouped_query_attention(queries, keys, values, group_size, past);  // (b, H, T, D)
+  Tensor context_vec = grouped_query_attention(queries, keys, values, past);  // (b, H, T, D)
   context_vec = context_vec
                     .transpose(1, 2)  // (b, T, H, D)
                     .contiguous()
