@@ -19,7 +19,8 @@ DataLoaderOptions with_generator(DataLoaderOptions o, Generator* gen) {
 BatchStream::BatchStream(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, uint64_t seed)
     : gen_(std::make_unique<Generator>(seed)),
       loader_(std::move(dataset), with_generator(std::move(options), gen_.get())),
-      pos_{0, 0, gen_->get_state()} {}
+      pos_{0, 0, gen_->get_state()},
+      first_rng_(pos_.rng) {}
 
 void BatchStream::begin_pass(const std::vector<uint8_t>& rng, int64_t batches) {
   gen_->set_state(rng);
@@ -48,5 +49,7 @@ void BatchStream::seek(const Position& p) {
   pos_.epoch = p.epoch;
   begin_pass(p.rng, p.batch);
 }
+
+void BatchStream::rewind() { seek({0, 0, first_rng_}); }
 
 }  // namespace xgrad::data

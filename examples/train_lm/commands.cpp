@@ -48,8 +48,8 @@ int train_in_world(TrainOptions o) {
     const bool failed_first_run = !existing && MetricsLog::exists_in(o.metrics_path(), root);
     if (o.resume && existing) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
-      saved = read_saved_model(*ck);
-      merge_saved_options(o, read_saved_options(*ck), saved->config);
+      saved = read_saved_model(meta_of(*ck, kModelFile));
+      merge_saved_options(o, meta_of(*ck, kTrainStateFile).json("train_options"), saved->config);
     } else if (o.resume && !failed_first_run) {
       return error_exit("--resume: no checkpoint in " + root.string() +
                         " (train without --resume to start one)");
@@ -67,15 +67,12 @@ int train_in_world(TrainOptions o) {
 
     // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
     // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
-    Corpus corpus = [&] {
-      const std::string text = read_corpus(o.data);
-      auto tok = saved && saved->tokenizer->kind() != "char" ? saved->tokenizer
-                                                             : make_tokenizer(o.tokenizer, text, o.data);
-      Corpus c = make_corpus(text, o.model.context_length, o.data, tok);
-      spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tok->kind(),
-                   tok->vocab_size(), text.size(), c.split.train.size() + c.split.val.size());
-      return c;
-    }();
+    const std::string text = read_corpus(o.data);
+    auto tok = saved && saved->tokenizer->kind() != "char" ? saved->tokenizer
+                                                           : make_tokenizer(o.tokenizer, text, o.data);
+    Corpus corpus = make_corpus(text, o.model.context_length, o.data, tok);
+    spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tok->kind(), tok->vocab_size(),
+                 text.size(), corpus.split.train.size() + corpus.split.val.size());
 
     // 3. memory, before anything is allocated
     o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
@@ -166,8 +163,8 @@ int run_generate(const GenerateOptions& o) {
     if (o.threads > 0) xgrad::set_num_threads(o.threads);  // 0: xgrad's default
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
-    const SavedModel saved =
-        read_saved_model(ck, " (a train_lm checkpoint stores its config and vocabulary there)");
+    const SavedModel saved = read_saved_model(
+        meta_of(ck, kModelFile), " (a train_lm checkpoint stores its config and vocabulary there)");
     std::vector<int64_t> prompt = saved.tokenizer->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 

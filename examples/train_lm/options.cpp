@@ -184,11 +184,9 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   for_each_tokenizer_flag(k.tokenizer, add_to(tokenize));
   add_to(tokenize)(Flag{"data", "UTF-8 text file", kShowDefault}, k.data);
 
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  if (argv.empty()) argv.push_back("train_lm");
   try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
+    app.parse(
+        std::vector<std::string>(args.rbegin(), args.rend() - (args.empty() ? 0 : 1)));  // CLI11: reversed
   } catch (const CLI::ParseError& e) {
     out.exit_code = app.exit(e) == 0 ? 0 : 2;
     return out;

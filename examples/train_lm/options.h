@@ -6,16 +6,14 @@
 #pragma once
 #include <cstdint>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "gpt_checkpoint.h"        // ConfigError, the config JSON
-#include "text_data.h"             // TokenizerSpec
-#include "xgrad/nn/gpt.h"          // GenerateOptions: the sampling flags
-#include "xgrad/nn/transformer.h"  // GPTConfig
+#include "gpt_checkpoint.h"  // ConfigError, the config JSON
+#include "text_data.h"       // TokenizerSpec
+#include "xgrad/nn/gpt.h"    // GPTConfig; GenerateOptions: the sampling flags
 
 namespace train_lm {
 

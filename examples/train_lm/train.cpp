@@ -32,10 +32,6 @@ uint64_t data_seed(uint64_t seed) { return seed + 1; }
 uint64_t eval_seed(uint64_t seed, bool val) { return seed + (val ? 3 : 2); }
 uint64_t sample_seed(uint64_t seed) { return seed + 4; }
 
-CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
-  return {ck.at(name), (ck.dir / name).string()};
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- the model and optimizer
@@ -70,28 +66,20 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 }
 
 // ---------------------------------------------------------------- save and resume
-SavedModel read_saved_model(const io::Checkpoint& ck, const char* hint) {
-  return read_saved_model(meta_of(ck, kModelFile), hint);
-}
-
-nlohmann::json read_saved_options(const io::Checkpoint& ck) {
-  return meta_of(ck, kTrainStateFile).json("train_options");
+CheckpointMeta meta_of(const io::Checkpoint& ck, const char* file) {
+  return {ck.at(file), (ck.dir / file).string()};
 }
 
 fs::path Trainer::save() {
   char elapsed[32];
   std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
-  const data::BatchStream::Position at = batches_.position();
   return xgrad::train::save_checkpoint(o_.checkpoint_dir, step_, run(), kFormat,
                                        {{"producer", kFormat.name},
                                         {"config", to_json(o_.model).dump()},
                                         {"vocab", corpus_.tokenizer->to_json()}},
                                        {{"train_options", train_options_to_json(o_).dump()},
                                         {"tokens_seen", std::to_string(tokens_seen_)},
-                                        {"elapsed_s", elapsed},
-                                        {"data.epoch", std::to_string(at.epoch)},
-                                        {"data.batch", std::to_string(at.batch)},
-                                        {"rng.data", io::base64_encode(at.rng)}},
+                                        {"elapsed_s", elapsed}},
                                        o_.keep_checkpoints);
 }
 
@@ -99,14 +87,9 @@ void Trainer::load(const io::Checkpoint& ck) {
   // 1. everything is parsed and checked before the model or optimizer changes
   const xgrad::train::Resume r = xgrad::train::read_checkpoint(ck, run(), kFormat);
   const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
-  if (r.version > 1)  // from version 2 on both files have header checksums
-    for (const char* name : {kModelFile, kTrainStateFile})
-      if (!ck.at(name).header_verified)
-        xgrad::fail("checkpoint", (ck.dir / name).string(), ": format_version ", r.version, " but no ",
-                    io::kHeaderChecksumKey, " (a corrupted checksum key?)");
   // the vocabulary first: other characters also change vocab_size, and they are what the user
   // needs to see
-  const SavedModel saved = read_saved_model(ck);
+  const SavedModel saved = read_saved_model(meta_of(ck, kModelFile));
   if (saved.tokenizer->to_json() != corpus_.tokenizer->to_json())
     xgrad::fail("checkpoint", meta.file, " has a different vocabulary (", saved.tokenizer->vocab_size(), " ",
                 token_unit(*saved.tokenizer), ") than the corpus ", o_.data, " (",
@@ -117,19 +100,12 @@ void Trainer::load(const io::Checkpoint& ck) {
                 " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
   const int64_t tokens_seen = meta.count("tokens_seen");
   const double elapsed = meta.seconds("elapsed_s");
-  // the loader's position, kept from version 5 on (before: a fresh epoch from --seed)
-  data::BatchStream::Position at{0, 0, xgrad::Generator(data_seed(o_.seed)).get_state()};
-  if (r.version >= 5) at = {meta.count("data.epoch"), meta.count("data.batch"), meta.rng_state("rng.data")};
-  if (at.batch > batches_.loader().size())
-    xgrad::fail("checkpoint", meta.file, ": data.batch ", at.batch, " is past the ", batches_.loader().size(),
-                " batches of an epoch of this corpus");
 
-  // 2. apply: model, optimizer, schedule and default generator (all or nothing), then the rest
+  // 2. apply: model and optimizer (all or nothing), schedule, generators, batches; the counters
   xgrad::train::restore(r, run());
   step_ = r.step;
   tokens_seen_ = tokens_seen;
   elapsed_s_ = elapsed;
-  batches_.seek(at);
 }
 
 // ---------------------------------------------------------------- eval
@@ -199,7 +175,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   try {
     while (step_ < o_.steps && !(stopped_early = stop_after >= 0 && step_ >= stop_after)) {
       if (any_over_world(o_.time_budget > 0 && seconds_since(start) >= o_.time_budget)) {  // one decision
-        stopped_early = r.time_budget_hit = true;
+        stopped_early = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
       }

@@ -18,13 +18,10 @@
 #include "progress.h"
 #include "text_data.h"
 #include "xgrad/data/batch_stream.h"
-#include "xgrad/io/checkpoint.h"
 #include "xgrad/nn/gpt.h"
 #include "xgrad/optim/adam.h"
-#include "xgrad/optim/lr_scheduler.h"
 #include "xgrad/text/gpt_dataset.h"
-#include "xgrad/text/tokenizer.h"
-#include "xgrad/train/checkpoint.h"
+#include "xgrad/train/checkpoint.h"  // and io/checkpoint.h, optim/lr_scheduler.h
 
 namespace train_lm {
 
@@ -37,11 +34,9 @@ inline constexpr int kCheckpointFormatVersion = 5;
 using xgrad::train::kModelFile;
 using xgrad::train::kTrainStateFile;
 
-// ---------------------------------------------------------------- checkpoints
-// What model.safetensors says about the model (gpt_checkpoint.h), `hint` after a missing key.
-SavedModel read_saved_model(const xgrad::io::Checkpoint& ck, const char* hint = CheckpointMeta::kHint);
-// The training options train_state.safetensors keeps (train_options_to_json's JSON).
-nlohmann::json read_saved_options(const xgrad::io::Checkpoint& ck);
+// The metadata of a checkpoint's file (kModelFile: the config and vocabulary, read_saved_model;
+// kTrainStateFile: the training options, train_options_to_json's "train_options").
+CheckpointMeta meta_of(const xgrad::io::Checkpoint& ck, const char* file);
 
 // ---------------------------------------------------------------- training
 struct TrainResult {
@@ -49,7 +44,6 @@ struct TrainResult {
   std::vector<MetricsRow> history;  // this invocation's steps, as the metrics file has them
   std::optional<double> last_val_loss;
   bool nan_stop = false;  // stopped because the loss was not finite
-  bool time_budget_hit = false;
   std::optional<fs::path> last_checkpoint;
 };
 
@@ -89,7 +83,7 @@ class Trainer {
   std::shared_ptr<xgrad::text::GPTDataset> train_windows_, val_windows_;
   xgrad::data::BatchStream batches_;
   double forward_backward(const char*& phase);  // one step's micro-batches: the mean loss
-  xgrad::train::Run run() { return {*model_, *opt_, *sched_}; }
+  xgrad::train::Run run() { return {*model_, *opt_, *sched_, &batches_}; }
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   double elapsed_s_ = 0;  // training time over all invocations

@@ -66,6 +66,14 @@ TEST(BatchStream, SeekContinuesWhereTheSavedStreamWas) {
   }
 }
 
+TEST(BatchStream, RewindStartsTheFirstPassAgain) {
+  BatchStream s(rows(), shuffled(), 5);
+  const std::vector<int64_t> first = take(s, 4);
+  s.rewind();
+  EXPECT_EQ(s.position().epoch, 0);
+  EXPECT_EQ(take(s, 4), first);
+}
+
 TEST(BatchStream, BadPositionsAreRefused) {
   BatchStream s(rows(), shuffled(), 3);
   take(s, 2);

@@ -1,7 +1,8 @@
 // tests/train/test_train_checkpoint.cpp: xgrad::train's checkpoint of a run (model, AdamW,
-// its schedule, the default generator) on a small Linear model: the files' layout, a restore
-// that continues bit for bit like the run that saved, the run's settings over the file's,
-// the older layout by parameter name, and refusals that change nothing.
+// its schedule, the default generator, a data::BatchStream) on a small Linear model: the
+// files' layout, a restore that continues bit for bit like the run that saved, the run's
+// settings over the file's, the older layouts (by parameter name, without the batches'
+// position), and refusals that change nothing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "error_message.h"
+#include "xgrad/data.h"
 #include "xgrad/nn/linear.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
@@ -22,15 +24,25 @@ namespace {
 namespace fs = std::filesystem;
 using xgrad::testing::expect_error;
 
-const Format kFormat{"test-trainer", 3};
+const Format kFormat{"test-trainer", 3, 2};
 
-// A model, AdamW with nanoGPT's two groups (the weight decays, the bias does not) and a
-// warmup-cosine schedule; `lr` is the peak.
+// 10 inputs of 4, the same in every run (the data is not part of a checkpoint).
+Tensor inputs() {
+  Generator g(0);
+  return randn({10, 4}, &g);
+}
+
+// A model, AdamW with nanoGPT's two groups (the weight decays, the bias does not), a
+// warmup-cosine schedule (`lr` is the peak) and batches of 4 of the inputs, shuffled by
+// a stream seeded with `seed` (2 batches a pass).
 struct TinyRun {
   std::shared_ptr<nn::Linear> model;
   std::unique_ptr<optim::AdamW> opt;
   std::unique_ptr<optim::WarmupCosineLR> sched;
-  explicit TinyRun(uint64_t seed, double lr = 1e-2, double weight_decay = 0.1) {
+  data::BatchStream batches;
+  explicit TinyRun(uint64_t seed, double lr = 1e-2, double weight_decay = 0.1)
+      : batches(std::make_shared<data::TensorDataset>(std::vector<Tensor>{inputs()}),
+                {.batch_size = 4, .shuffle = true, .drop_last = true}, seed) {
     manual_seed(seed);
     model = std::make_shared<nn::Linear>(4, 3);
     opt = std::make_unique<optim::AdamW>(
@@ -39,10 +51,11 @@ struct TinyRun {
     sched = std::make_unique<optim::WarmupCosineLR>(
         *opt, optim::WarmupCosineLROptions{.warmup_iters = 2, .lr_decay_iters = 20, .min_lr = 1e-3});
   }
-  Run run() { return {*model, *opt, *sched}; }
-  // One step on a batch from the default generator (as dropout would draw): the loss.
+  Run run() { return {*model, *opt, *sched, &batches}; }
+  // One step on the next batch, times noise from the default generator (as dropout would
+  // draw): the loss.
   double step() {
-    const Tensor x = randn({5, 4});
+    const Tensor x = batches.next().at(0) * randn({4, 4});
     Tensor loss = (*model)(x).pow(2.0).mean();
     loss.backward();
     opt->step();
@@ -80,6 +93,8 @@ TEST(TrainCheckpoint, RestoredRunContinuesBitForBit) {
   EXPECT_EQ(meta.at("format"), "test-trainer");
   EXPECT_EQ(meta.at("format_version"), "3");
   EXPECT_EQ(meta.at("epoch"), "1");
+  EXPECT_EQ(meta.at("data.epoch"), "1");  // 3 batches: the second pass has begun
+  EXPECT_EQ(meta.at("data.batch"), "1");
   EXPECT_EQ(meta.at("optimizer"), "AdamW");
   EXPECT_FALSE(meta.count("param_groups.0.lr")) << "the options are the run's";
   EXPECT_TRUE(ck.at(kTrainStateFile).contains("state.1.exp_avg"));
@@ -93,7 +108,7 @@ TEST(TrainCheckpoint, RestoredRunContinuesBitForBit) {
   EXPECT_EQ(b.opt->lr(0), a.sched->lr_at(3, 1e-2));
   std::vector<double> got;
   for (int i = 0; i < 4; ++i) got.push_back(b.step());
-  EXPECT_EQ(got, want);  // same weights, moments, lr and random batches
+  EXPECT_EQ(got, want);  // same weights, moments, lr, batches and noise
   EXPECT_EQ(b.model->weight.to_vector<float>(), a.model->weight.to_vector<float>());
 }
 
@@ -122,9 +137,14 @@ TEST(TrainCheckpoint, StateByParameterNameLandsOnThatParameter) {
   const std::string names[] = {"weight", "bias"};  // flat index 0 and 1
   for (auto& [name, t] : state.tensors) name = "optim." + names[name[6] - '0'] + name.substr(7);
   for (auto it = state.metadata.begin(); it != state.metadata.end();)
-    it = it->first.starts_with("param_groups") ? state.metadata.erase(it) : std::next(it);
-  TinyRun b(2);
+    it = it->first.starts_with("param_groups") || it->first.starts_with("data.") || it->first == "rng.data"
+             ? state.metadata.erase(it)
+             : std::next(it);
+  TinyRun b(1);
+  b.batches.next();  // without a saved position the batches start again from the first pass
   restore(read_checkpoint(ck, b.run(), kFormat), b.run());
+  TinyRun fresh(1);
+  EXPECT_EQ(b.batches.next().at(0).to_vector<float>(), fresh.batches.next().at(0).to_vector<float>());
   for (std::size_t g = 0; g < 2; ++g) {
     EXPECT_EQ(b.opt->state(g, 0).exp_avg.to_vector<float>(), a.opt->state(g, 0).exp_avg.to_vector<float>())
         << g;
@@ -150,6 +170,15 @@ TEST(TrainCheckpoint, RefusalsChangeNothing) {
         read_checkpoint(ck, b.run(), {"test-trainer", 2});
       },
       {"format_version 3 is not supported", "versions 1 to 2"});
+  io::Checkpoint unchecked = ck;  // from version 2 on a header checksum is required
+  unchecked.at(kModelFile).header_verified = false;
+  expect_error([&] { read_checkpoint(unchecked, b.run(), kFormat); },
+               {"model.safetensors", "format_version 3 but no xgrad_header_crc32"});
+  unchecked.at(kTrainStateFile).metadata["format_version"] = "1";
+  EXPECT_NO_THROW(read_checkpoint(unchecked, b.run(), kFormat));
+  io::Checkpoint far = ck;  // a position past a pass of this stream
+  far.at(kTrainStateFile).metadata["data.batch"] = "3";
+  expect_error([&] { read_checkpoint(far, b.run(), kFormat); }, {"data.batch 3", "2 batches"});
   io::Checkpoint no_rng = ck;
   no_rng.at(kTrainStateFile).metadata.erase("rng.default");
   expect_error([&] { read_checkpoint(no_rng, b.run(), kFormat); },
@@ -166,6 +195,7 @@ TEST(TrainCheckpoint, RefusalsChangeNothing) {
                {"optimizer state does not fit"});
   EXPECT_EQ(b.model->weight.to_vector<float>(), weight);
   EXPECT_EQ(b.sched->last_epoch(), 0);
+  EXPECT_EQ(b.batches.position().batch, 0);
 }
 
 }  // namespace

@@ -34,6 +34,14 @@ int64_t meta_count(const io::Checkpoint& ck, const char* file, const std::string
   return v;
 }
 
+std::vector<uint8_t> rng_state(const io::Checkpoint& ck, const std::string& key) {
+  std::vector<uint8_t> state = io::base64_decode(meta_str(ck, kTrainStateFile, key), key.c_str());
+  if (state.size() != Generator::kStateSize)
+    fail("checkpoint", (ck.dir / kTrainStateFile).string(), ": an RNG state has ", state.size(),
+         " bytes, expected ", Generator::kStateSize);
+  return state;
+}
+
 // The older layout, "optim.<parameter name>.<key>": each name's flat index is its parameter's
 // place in the optimizer's groups.
 optim::OptimizerState state_by_name(const io::SafetensorsFile& state, optim::OptimizerState built,
@@ -77,6 +85,12 @@ fs::path save_checkpoint(const fs::path& root, int64_t step, const Run& run, con
   metadata["format_version"] = std::to_string(format.version);
   metadata["step"] = std::to_string(step);
   metadata["rng.default"] = io::base64_encode(default_generator().get_state());
+  if (run.batches) {
+    const data::BatchStream::Position at = run.batches->position();
+    metadata["data.epoch"] = std::to_string(at.epoch);
+    metadata["data.batch"] = std::to_string(at.batch);
+    metadata["rng.data"] = io::base64_encode(at.rng);
+  }
   io::SafetensorsFile state = opt_state.to_safetensors(metadata, "save_checkpoint");
   return io::save_checkpoint(
       root, step,
@@ -95,11 +109,19 @@ Resume read_checkpoint(const io::Checkpoint& ck, const Run& run, const Format& f
   if (ec != std::errc() || end != version.data() + version.size() || v < 1 || v > format.version)
     fail("checkpoint", file, ": format_version ", version,
          " is not supported (this build reads versions 1 to ", format.version, ")");
-  Resume r{ck, v, meta_count(ck, kTrainStateFile, "step"), {}, {}};
-  r.rng_default = io::base64_decode(meta_str(ck, kTrainStateFile, "rng.default"), "rng.default");
-  if (r.rng_default.size() != Generator::kStateSize)
-    fail("checkpoint", file, ": an RNG state has ", r.rng_default.size(), " bytes, expected ",
-         Generator::kStateSize);
+  if (format.headers_checked_from > 0 && v >= format.headers_checked_from)
+    for (const char* f : {kModelFile, kTrainStateFile})
+      if (!ck.at(f).header_verified)
+        fail("checkpoint", (ck.dir / f).string(), ": format_version ", v, " but no ", io::kHeaderChecksumKey,
+             " (a corrupted checksum key?)");
+  Resume r{ck, v, meta_count(ck, kTrainStateFile, "step"), rng_state(ck, "rng.default"), {}, {}};
+  if (run.batches && ck.at(kTrainStateFile).metadata.count("data.epoch")) {
+    r.data = {meta_count(ck, kTrainStateFile, "data.epoch"), meta_count(ck, kTrainStateFile, "data.batch"),
+              rng_state(ck, "rng.data")};
+    if (r.data->batch > run.batches->loader().size())
+      fail("checkpoint", file, ": data.batch ", r.data->batch, " is past the ", run.batches->loader().size(),
+           " batches of an epoch");
+  }
   const io::SafetensorsFile& state = ck.at(kTrainStateFile);
   const optim::OptimizerState built = run.optimizer.state_dict();
   r.optimizer =
@@ -127,6 +149,7 @@ void restore(const Resume& r, const Run& run) {
   }
   run.scheduler.load_state_dict(r.step);  // the lrs read_checkpoint set
   default_generator().set_state(r.rng_default);
+  if (run.batches) r.data ? run.batches->seek(*r.data) : run.batches->rewind();
 }
 
 }  // namespace xgrad::train

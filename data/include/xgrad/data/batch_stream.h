@@ -38,6 +38,7 @@ class BatchStream {
   // Throws xgrad::Error, changing nothing, when p.batch is past a pass's batches or p.rng is
   // not a generator state.
   void seek(const Position& p);
+  void rewind();  // to the first pass, as constructed
   const DataLoader& loader() const { return loader_; }
 
  private:
@@ -46,6 +47,7 @@ class BatchStream {
   DataLoader loader_;
   std::optional<DataLoader::Iterator> pass_;
   Position pos_;
+  std::vector<uint8_t> first_rng_;  // the generator's state as seeded
 };
 
 }  // namespace xgrad::data

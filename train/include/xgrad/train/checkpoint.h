@@ -12,9 +12,11 @@
 //                            groups' options, with "format" and "format_version" (the caller's
 //                            name and version for its metadata), "step" (optimizer steps done:
 //                            the schedule's position), "rng.default" (the default generator's
-//                            state, base64) and the caller's own keys
+//                            state, base64), the batches' position when the run has a
+//                            data::BatchStream ("data.epoch", "data.batch", "rng.data") and the
+//                            caller's own keys
 //
-//   train::Run run{model, opt, sched};
+//   train::Run run{model, opt, sched, &batches};
 //   train::save_checkpoint("ck", step, run, {"my-trainer", 2}, {{"config", cfg}}, {{"epoch", "3"}});
 //   io::Checkpoint ck = io::load_checkpoint("ck", {train::kModelFile, train::kTrainStateFile});
 //   train::Resume r = train::read_checkpoint(ck, run, {"my-trainer", 2});  // checks, changes nothing
@@ -30,9 +32,11 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "xgrad/data/batch_stream.h"
 #include "xgrad/io/checkpoint.h"
 #include "xgrad/nn/module.h"
 #include "xgrad/optim/lr_scheduler.h"
@@ -43,18 +47,22 @@ namespace xgrad::train {
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kTrainStateFile = "train_state.safetensors";
 
-// What a checkpoint saves and restores: the model, its optimizer and the optimizer's schedule.
+// What a checkpoint saves and restores: the model, its optimizer, the optimizer's schedule and
+// (optional) the stream of training batches.
 struct Run {
   nn::Module& model;
   optim::Optimizer& optimizer;
   optim::LRScheduler& scheduler;
+  data::BatchStream* batches = nullptr;
 };
 
 // The caller's layout of its metadata: "format" is `name`, "format_version" 1 to `version`
-// (written as `version`).
+// (written as `version`). From version `headers_checked_from` on, both files must carry io's
+// header checksum (a file without one is refused: its checksum key was damaged); 0: never.
 struct Format {
   std::string name;
   int version = 1;
+  int headers_checked_from = 0;
 };
 
 // Writes step `step` of `run` under `root` (io::save_checkpoint, which keeps the newest
@@ -70,16 +78,19 @@ struct Resume {
   int version = 0;  // its format_version
   int64_t step = 0;
   std::vector<uint8_t> rng_default;
-  optim::OptimizerState optimizer;  // the moments, with the run's options and scheduled lrs
+  optim::OptimizerState optimizer;                  // the moments, with the run's options and scheduled lrs
+  std::optional<data::BatchStream::Position> data;  // none saved: the stream starts again
 };
 
-// Checks the format, the version, "step", "rng.default" and the optimizer state's layout
-// (its names and parameter indices; the shapes are checked by restore()), and changes nothing.
+// Checks the format, the version, the header checksums, "step", "rng.default", the batches'
+// position (within a pass of run.batches) and the optimizer state's layout (its names and
+// parameter indices; the shapes are checked by restore()), and changes nothing.
 Resume read_checkpoint(const io::Checkpoint& ck, const Run& run, const Format& format);
 
 // Loads the model's tensors and the optimizer's state, all or nothing (when the optimizer
-// refuses its state, the model gets its old values back), then sets the schedule to the step
-// and the default generator to its saved state. Throws naming the file that does not fit.
+// refuses its state, the model gets its old values back), then sets the schedule to the step,
+// the default generator to its saved state and the batches to their position (rewound to the
+// first pass when none was saved). Throws naming the file that does not fit.
 void restore(const Resume& resume, const Run& run);
 
 }  // namespace xgrad::train
