@@ -12,6 +12,8 @@
 //   gpt.h          GPTModel, KVCache, GPTModel::generate
 //   llama_layers.h SiLU, RMSNorm, LlamaFeedForward (SwiGLU)
 //   rope.h         RoPEFreqConfig, RoPEParams, compute_rope_params, apply_rope
+//   llama.h        LlamaConfig, GroupedQueryAttention, LlamaTransformerBlock, LlamaModel,
+//                  load_hf_llama (Hugging Face checkpoints)
 //   loss.h         CrossEntropyLoss, MSELoss
 //   clip_grad.h    nn::utils::clip_grad_norm_, clip_grad_value_
 #pragma once
@@ -22,6 +24,7 @@
 #include "xgrad/nn/init.h"
 #include "xgrad/nn/layers.h"
 #include "xgrad/nn/linear.h"
+#include "xgrad/nn/llama.h"
 #include "xgrad/nn/llama_layers.h"
 #include "xgrad/nn/loss.h"
 #include "xgrad/nn/module.h"
