@@ -50,6 +50,7 @@ int train_in_world(TrainOptions o) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
       saved = read_saved_model(meta_of(*ck, kModelFile));
       merge_saved_options(o, meta_of(*ck, kTrainStateFile).json("train_options"), saved->config);
+      if (!o.explicit_flags.count("arch")) o.arch = saved->arch;  // else Trainer::load compares them
     } else if (o.resume && !failed_first_run) {
       return error_exit("--resume: no checkpoint in " + root.string() +
                         " (train without --resume to start one)");
@@ -76,7 +77,8 @@ int train_in_world(TrainOptions o) {
 
     // 3. memory, before anything is allocated
     o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
-    const MemoryEstimate mem = estimate_training_memory(o.model, o.batch_size);
+    const MemoryEstimate mem = o.arch == "llama" ? estimate_training_memory(llama_config(o), o.batch_size)
+                                                 : estimate_training_memory(o.model, o.batch_size);
     const std::optional<double> available = available_memory_bytes();
     if (auto problem = memory_problem(o.model, o.batch_size, mem, available)) throw ConfigError(*problem);
     if (o.dry_run) {
@@ -115,7 +117,7 @@ int train_in_world(TrainOptions o) {
     spdlog::info(
         "model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); batch {}{} x {} "
         "micro-batches, {} steps, lr {} -> {}",
-        m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.model().num_parameters(),
+        m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.module().num_parameters(),
         o.batch_size, world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
         o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
@@ -169,14 +171,14 @@ int run_generate(const GenerateOptions& o) {
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
-    xgrad::nn::GPTModel model(saved.config);
+    const std::shared_ptr<xgrad::nn::Module> model = make_model(saved.arch, saved.config, saved.llama);
     try {
-      model.load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
+      model->load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
     } catch (const xgrad::Error& e) {
       xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
     }
     xgrad::Generator gen(o.seed);
-    std::cout << saved.tokenizer->decode(generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen))
+    std::cout << saved.tokenizer->decode(generate_tokens(*model, prompt, o.max_new_tokens, o.sampling, gen))
               << std::endl;
     return 0;
   });

@@ -50,7 +50,7 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
                 "); use a longer corpus or a smaller --batch-size");
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();  // GPTModel validates the config
   xgrad::manual_seed(o_.seed);
-  model_ = std::make_shared<nn::GPTModel>(o_.model);
+  model_ = make_model(o_.arch, o_.model, llama_config(o_));
   model_->train();
   forward_ = data_parallel(model_);  // mpirun -np N: rank 0's weights on every rank (world.h)
 
@@ -71,15 +71,15 @@ CheckpointMeta meta_of(const io::Checkpoint& ck, const char* file) {
 }
 
 fs::path Trainer::save() {
-  char elapsed[32];
-  std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
-  return xgrad::train::save_checkpoint(o_.checkpoint_dir, step_, run(), kFormat,
-                                       {{"producer", kFormat.name},
-                                        {"config", to_json(o_.model).dump()},
-                                        {"vocab", corpus_.tokenizer->to_json()}},
+  const bool llama = o_.arch == "llama";  // a GPT's file has no "arch"
+  io::Metadata model_meta = {{"producer", kFormat.name},
+                             {"config", (llama ? to_json(llama_config(o_)) : to_json(o_.model)).dump()},
+                             {"vocab", corpus_.tokenizer->to_json()}};
+  if (llama) model_meta["arch"] = "llama";
+  return xgrad::train::save_checkpoint(o_.checkpoint_dir, step_, run(), kFormat, std::move(model_meta),
                                        {{"train_options", train_options_to_json(o_).dump()},
                                         {"tokens_seen", std::to_string(tokens_seen_)},
-                                        {"elapsed_s", elapsed}},
+                                        {"elapsed_s", fmt::format("{:.3f}", elapsed_s_)}},
                                        o_.keep_checkpoints);
 }
 
@@ -95,9 +95,12 @@ void Trainer::load(const io::Checkpoint& ck) {
                 token_unit(*saved.tokenizer), ") than the corpus ", o_.data, " (",
                 corpus_.tokenizer->vocab_size(), " ", token_unit(*corpus_.tokenizer),
                 "): ", vocab_diff(*saved.tokenizer, *corpus_.tokenizer));
-  if (!(saved.config == o_.model))
-    xgrad::fail("checkpoint", meta.file,
-                " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
+  const std::string diff = saved.arch != o_.arch
+                               ? "arch " + saved.arch + " in the checkpoint vs " + o_.arch + " now"
+                           : o_.arch == "llama" ? describe_config_diff(saved.llama, llama_config(o_))
+                                                : describe_config_diff(saved.config, o_.model);
+  if (!diff.empty())
+    xgrad::fail("checkpoint", meta.file, " was trained with a different model config: ", diff);
   const int64_t tokens_seen = meta.count("tokens_seen");
   const double elapsed = meta.seconds("elapsed_s");
 
@@ -241,13 +244,22 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   return r;
 }
 
-// ---------------------------------------------------------------- sampling
-std::vector<int64_t> generate_tokens(nn::GPTModel& model, const std::vector<int64_t>& ids,
+// ---------------------------------------------------------------- the model and sampling
+std::shared_ptr<nn::Module> make_model(const std::string& arch, const GPTConfig& gpt,
+                                       const nn::LlamaConfig& llama) {
+  if (arch == "llama") return std::make_shared<nn::LlamaModel>(llama);
+  return std::make_shared<nn::GPTModel>(gpt);
+}
+
+std::vector<int64_t> generate_tokens(nn::Module& model, const std::vector<int64_t>& ids,
                                      int64_t max_new_tokens, const nn::GenerateOptions& options,
                                      xgrad::Generator& gen) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const Tensor prompt = xgrad::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
-  return model.generate(prompt, max_new_tokens, options, gen).to_vector<int64_t>();
+  auto* gpt = dynamic_cast<nn::GPTModel*>(&model);
+  return (gpt ? gpt->generate(prompt, max_new_tokens, options, gen)
+              : dynamic_cast<nn::LlamaModel&>(model).generate(prompt, max_new_tokens, options, gen))
+      .to_vector<int64_t>();
 }
 
 }  // namespace train_lm

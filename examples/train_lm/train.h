@@ -19,6 +19,7 @@
 #include "text_data.h"
 #include "xgrad/data/batch_stream.h"
 #include "xgrad/nn/gpt.h"
+#include "xgrad/nn/llama.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/text/gpt_dataset.h"
 #include "xgrad/train/checkpoint.h"  // and io/checkpoint.h, optim/lr_scheduler.h
@@ -37,6 +38,11 @@ using xgrad::train::kTrainStateFile;
 // The metadata of a checkpoint's file (kModelFile: the config and vocabulary, read_saved_model;
 // kTrainStateFile: the training options, train_options_to_json's "train_options").
 CheckpointMeta meta_of(const xgrad::io::Checkpoint& ck, const char* file);
+
+// The model of --arch: a GPTModel or a LlamaModel, built by nn's constructor (the default
+// generator draws its initial weights).
+std::shared_ptr<xgrad::nn::Module> make_model(const std::string& arch, const GPTConfig& gpt,
+                                              const xgrad::nn::LlamaConfig& llama);
 
 // ---------------------------------------------------------------- training
 struct TrainResult {
@@ -68,13 +74,14 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainOptions& options() const { return o_; }
   const Tokenizer& tokenizer() const { return *corpus_.tokenizer; }
-  xgrad::nn::GPTModel& model() { return *model_; }
+  xgrad::nn::Module& module() { return *model_; }
+  xgrad::nn::GPTModel& model() { return dynamic_cast<xgrad::nn::GPTModel&>(*model_); }  // --arch gpt
   xgrad::optim::AdamW& optimizer() { return *opt_; }
 
  private:
   TrainOptions o_;
   Corpus corpus_;
-  std::shared_ptr<xgrad::nn::GPTModel> model_;
+  std::shared_ptr<xgrad::nn::Module> model_;
   std::shared_ptr<xgrad::nn::Module> forward_;  // model_, or DistributedDataParallel(model_)
   std::unique_ptr<xgrad::optim::AdamW> opt_;
   std::unique_ptr<xgrad::optim::WarmupCosineLR> sched_;
@@ -89,8 +96,9 @@ class Trainer {
   double elapsed_s_ = 0;  // training time over all invocations
 };
 
-// `ids` and max_new_tokens more sampled by GPTModel::generate; throws for an empty prompt.
-std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, const std::vector<int64_t>& ids,
+// `ids` and max_new_tokens more sampled by the model's generate (a GPTModel or a LlamaModel);
+// throws for an empty prompt.
+std::vector<int64_t> generate_tokens(xgrad::nn::Module& model, const std::vector<int64_t>& ids,
                                      int64_t max_new_tokens, const xgrad::nn::GenerateOptions& options,
                                      xgrad::Generator& gen);
 
