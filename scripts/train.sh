@@ -8,6 +8,8 @@
 # defaults below, e.g.
 #   scripts/train.sh --preset small --steps 4000 --time-budget 0
 #   scripts/train.sh --resume                      # continue the last run
+#   scripts/train.sh --arch llama                  # the Llama of the same size (llama-tiny), the
+#                                                  # same budget, in checkpoints/llama-tiny/
 #
 # Environment: XGRAD_JOBS (default: nproc), XGRAD_BUILD_DIR (build), XGRAD_SKIP_DEPS=1,
 # XGRAD_TRAIN_SECONDS (time budget of the default run, 240).
@@ -18,7 +20,11 @@ cd "$root"
 jobs=${XGRAD_JOBS:-$(nproc)}
 build_dir=${XGRAD_BUILD_DIR:-build}
 seconds=${XGRAD_TRAIN_SECONDS:-240}
-checkpoints=checkpoints/tiny
+preset=tiny
+for ((i = 1; i <= $#; ++i)); do  # --arch llama / --arch=llama: its preset and directory
+  if [[ "${!i}" == --arch=llama || ("${!i}" == --arch && "${*:i+1:1}" == llama) ]]; then preset=llama-tiny; fi
+done
+checkpoints=checkpoints/$preset
 
 if [[ "${XGRAD_SKIP_DEPS:-0}" != 1 ]]; then "$root/scripts/deps.sh" --train; fi
 echo "==> configure ($build_dir, Release)"
@@ -29,8 +35,8 @@ echo "==> corpus"
 "$root/scripts/get_corpus.sh"
 
 trainer="$build_dir/examples/train_lm/train_lm"
-echo "==> train (preset tiny, up to ${seconds}s; checkpoints in $checkpoints)"
-"$trainer" train --preset tiny --steps 8000 --time-budget "$seconds" --eval-interval 250 \
+echo "==> train (preset $preset, up to ${seconds}s; checkpoints in $checkpoints)"
+"$trainer" train --preset "$preset" --steps 8000 --time-budget "$seconds" --eval-interval 250 \
   --checkpoint-dir "$checkpoints" "$@"
 
 echo "==> sample"

@@ -56,56 +56,32 @@ std::vector<uint8_t> CheckpointMeta::rng_state(const std::string& key) const {
   return state;
 }
 
-nlohmann::json to_json(const GPTConfig& c) {
-  nlohmann::json j = nlohmann::json::object();
-  GPTConfig::for_each_field([&](const auto& f) { j[f.name] = c.*f.member; });
-  return j;
-}
-
-GPTConfig gpt_config_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) config_error("the saved model config is not a JSON object");
-  GPTConfig c;
-  GPTConfig::for_each_field([&](const auto& f) {
-    using T = std::remove_cvref_t<decltype(c.*f.member)>;
-    const char* k = f.name;
-    // a config without tie_weights is untied (the default)
-    if (std::string_view(k) == "tie_weights" && !j.contains(k)) return;
-    const bool ok = j.contains(k) && (std::is_same_v<T, int64_t> ? j[k].is_number_integer()
-                                      : std::is_same_v<T, bool>  ? j[k].is_boolean()
-                                                                 : j[k].is_number());
-    if (!ok)
-      config_error("the saved model config has no ", std::is_same_v<T, int64_t> ? "integer '" : "'", k, "'");
-    c.*f.member = j[k].get<T>();
-  });
-  const std::string problem = xgrad::nn::config_problem(c);
-  if (!problem.empty()) config_error("the saved model config is invalid: ", problem);
-  return c;
-}
-
-std::string describe_config_diff(const GPTConfig& saved, const GPTConfig& now) {
-  std::ostringstream os;
-  os << std::boolalpha;
-  const char* sep = "";
-  GPTConfig::for_each_field([&](const auto& f) {
-    if (saved.*f.member == now.*f.member) return;
-    os << sep << f.name << " " << saved.*f.member << " in the checkpoint vs " << now.*f.member << " now";
-    sep = ", ";
-  });
-  return os.str();
-}
-
 SavedModel read_saved_model(const CheckpointMeta& meta, const char* hint) {
   SavedModel saved;
+  if (meta.f.metadata.count("arch")) saved.arch = meta.str("arch");
+  if (saved.arch != "gpt" && saved.arch != "llama")
+    xgrad::fail("checkpoint", meta.file, ": arch '", saved.arch, "' is neither gpt nor llama");
   try {
-    saved.config = gpt_config_from_json(meta.json("config", hint));
+    if (saved.arch == "gpt") saved.config = gpt_config_from_json(meta.json("config", hint));
+    else saved.llama = config_from_json<LlamaConfig>(meta.json("config", hint));
   } catch (const ConfigError& e) {
     xgrad::fail("checkpoint", meta.file, ": ", e.what());
   }
   saved.tokenizer = xgrad::text::tokenizer_from_json(meta.str("vocab", hint));
-  if (saved.tokenizer->vocab_size() != saved.config.vocab_size)
+  const LlamaConfig& l = saved.llama;
+  if (saved.arch == "llama")
+    saved.config = {.vocab_size = l.vocab_size,
+                    .context_length = l.context_length,
+                    .emb_dim = l.emb_dim,
+                    .n_heads = l.n_heads,
+                    .n_layers = l.n_layers,
+                    .drop_rate = 0.0,
+                    .qkv_bias = false,
+                    .tie_weights = l.tie_weights};
+  const int64_t vocab_size = saved.config.vocab_size;
+  if (saved.tokenizer->vocab_size() != vocab_size)
     xgrad::fail("checkpoint", meta.file, ": the ", saved.tokenizer->kind(), " vocabulary has ",
-                saved.tokenizer->vocab_size(), " tokens but the config says vocab_size ",
-                saved.config.vocab_size);
+                saved.tokenizer->vocab_size(), " tokens but the config says vocab_size ", vocab_size);
   return saved;
 }
 

@@ -54,6 +54,26 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
   return e;
 }
 
+// The Llama's blocks keep, per token and layer, about kLlamaPerTokenPerLayer x emb_dim (norms,
+// q/k/v and their rotations, attention output, residuals) and kLlamaPerTokenHidden x
+// hidden_dim (the SwiGLU's fc1, fc2, silu and product); the rest is as for a GPT (no dropout).
+constexpr double kLlamaPerTokenPerLayer = 14;  // x emb_dim
+constexpr double kLlamaPerTokenHidden = 5;     // x hidden_dim
+
+MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size) {
+  const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.emb_dim),
+               H = double(c.n_heads), L = double(c.n_layers), B = double(batch_size);
+  MemoryEstimate e;
+  e.parameters = double(xgrad::nn::num_parameters(c));
+  e.state_bytes = 16 * e.parameters + 8 * T * double(c.head_dim());  // + the RoPE tables
+  const double tokens = B * T;
+  e.activation_bytes =
+      4 *
+      (tokens * L * (kLlamaPerTokenPerLayer * C + kLlamaPerTokenHidden * double(c.hidden_dim)) +
+       tokens * C * kPerTokenEmbed + B * H * T * T * kPerScorePerLayer * L + tokens * V * kPerTokenLogits);
+  return e;
+}
+
 std::optional<double> available_memory_bytes() {
   if (const char* env = std::getenv("XGRAD_MEMORY_LIMIT")) {
     char* end = nullptr;

@@ -1,4 +1,4 @@
-// examples/common/memory.h: how much memory training a GPT needs, estimated from
+// examples/common/memory.h: how much memory training a GPT or a Llama needs, estimated from
 // the flags before anything is allocated, and how much this machine (or its cgroup) offers.
 //
 // The estimate is float32 throughout: the weights, their gradients and AdamW's two moments
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "xgrad/nn/llama.h"        // LlamaConfig
 #include "xgrad/nn/transformer.h"  // GPTConfig
 
 namespace xgrad_examples {
@@ -26,6 +27,7 @@ struct MemoryEstimate {
 
 // c.vocab_size must be set (from the corpus).
 MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size);
+MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size);
 
 // Memory this process can still get: the smaller of MemAvailable (/proc/meminfo; without
 // /proc, sysinfo()'s free + buffer memory) and the cgroup's memory.max - memory.current;

@@ -48,8 +48,9 @@ int train_in_world(TrainOptions o) {
     const bool failed_first_run = !existing && MetricsLog::exists_in(o.metrics_path(), root);
     if (o.resume && existing) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
-      saved = read_saved_model(*ck);
-      merge_saved_options(o, read_saved_options(*ck), saved->config);
+      saved = read_saved_model(meta_of(*ck, kModelFile));
+      merge_saved_options(o, meta_of(*ck, kTrainStateFile).json("train_options"), saved->config);
+      if (!o.explicit_flags.count("arch")) o.arch = saved->arch;  // else Trainer::load compares them
     } else if (o.resume && !failed_first_run) {
       return error_exit("--resume: no checkpoint in " + root.string() +
                         " (train without --resume to start one)");
@@ -67,19 +68,17 @@ int train_in_world(TrainOptions o) {
 
     // 2. the corpus, and its tokenizer: a resumed gpt2 or bpe run keeps the checkpoint's
     // (a char vocabulary is rebuilt from the corpus, and Trainer::load compares the two)
-    Corpus corpus = [&] {
-      const std::string text = read_corpus(o.data);
-      auto tok = saved && saved->tokenizer->kind() != "char" ? saved->tokenizer
-                                                             : make_tokenizer(o.tokenizer, text, o.data);
-      Corpus c = make_corpus(text, o.model.context_length, o.data, tok);
-      spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tok->kind(),
-                   tok->vocab_size(), text.size(), c.split.train.size() + c.split.val.size());
-      return c;
-    }();
+    const std::string text = read_corpus(o.data);
+    auto tok = saved && saved->tokenizer->kind() != "char" ? saved->tokenizer
+                                                           : make_tokenizer(o.tokenizer, text, o.data);
+    Corpus corpus = make_corpus(text, o.model.context_length, o.data, tok);
+    spdlog::info("tokenizer: {}, vocabulary {}; corpus {} bytes -> {} tokens", tok->kind(), tok->vocab_size(),
+                 text.size(), corpus.split.train.size() + corpus.split.val.size());
 
     // 3. memory, before anything is allocated
     o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
-    const MemoryEstimate mem = estimate_training_memory(o.model, o.batch_size);
+    const MemoryEstimate mem = o.arch == "llama" ? estimate_training_memory(llama_config(o), o.batch_size)
+                                                 : estimate_training_memory(o.model, o.batch_size);
     const std::optional<double> available = available_memory_bytes();
     if (auto problem = memory_problem(o.model, o.batch_size, mem, available)) throw ConfigError(*problem);
     if (o.dry_run) {
@@ -118,7 +117,7 @@ int train_in_world(TrainOptions o) {
     spdlog::info(
         "model: {} layers, {} heads, emb {}, context {}, vocab {} ({} parameters); batch {}{} x {} "
         "micro-batches, {} steps, lr {} -> {}",
-        m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.model().num_parameters(),
+        m.n_layers, m.n_heads, m.emb_dim, m.context_length, m.vocab_size, trainer.module().num_parameters(),
         o.batch_size, world().size > 1 ? " over " + std::to_string(world().size) + " processes" : "",
         o.grad_accum, o.steps, o.lr, o.min_lr);
     if (trainer.step() >= o.steps) {
@@ -166,20 +165,20 @@ int run_generate(const GenerateOptions& o) {
     if (o.threads > 0) xgrad::set_num_threads(o.threads);  // 0: xgrad's default
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
-    const SavedModel saved =
-        read_saved_model(ck, " (a train_lm checkpoint stores its config and vocabulary there)");
+    const SavedModel saved = read_saved_model(
+        meta_of(ck, kModelFile), " (a train_lm checkpoint stores its config and vocabulary there)");
     std::vector<int64_t> prompt = saved.tokenizer->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
-    xgrad::nn::GPTModel model(saved.config);
+    const std::shared_ptr<xgrad::nn::Module> model = make_model(saved.arch, saved.config, saved.llama);
     try {
-      model.load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
+      model->load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
     } catch (const xgrad::Error& e) {
       xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
     }
     xgrad::Generator gen(o.seed);
-    std::cout << saved.tokenizer->decode(generate_tokens(model, prompt, o.max_new_tokens, o.sampling, gen))
+    std::cout << saved.tokenizer->decode(generate_tokens(*model, prompt, o.max_new_tokens, o.sampling, gen))
               << std::endl;
     return 0;
   });

@@ -71,7 +71,9 @@ void for_each_tokenizer_flag(S& s, F&& f) {
 template <class O, class F>
 void for_each_train_flag(O& o, F&& f) {
   const int saved = kSaved | kShowDefault;
-  f(Flag{"preset", "model size preset: tiny, small or medium", saved}, o.preset);
+  f(Flag{"arch", "gpt or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention)", kShowDefault}, o.arch);
+  f(Flag{"preset", "model size: tiny, small, medium, llama-tiny, llama-small, llama-medium (README)", saved},
+    o.preset);
   for_each_model_field([&](const Flag& flag, auto member) { f(flag, o.model.*member); });
   f(Flag{"batch-size", "sequences per step (preset)", kSaved | kPreset, ints(1, 1e12)}, o.batch_size);
   f(Flag{"grad-accum", "micro-batches of --batch-size per optimizer step (gradient accumulation)", saved,
@@ -184,11 +186,9 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   for_each_tokenizer_flag(k.tokenizer, add_to(tokenize));
   add_to(tokenize)(Flag{"data", "UTF-8 text file", kShowDefault}, k.data);
 
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  if (argv.empty()) argv.push_back("train_lm");
   try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
+    app.parse(
+        std::vector<std::string>(args.rbegin(), args.rend() - (args.empty() ? 0 : 1)));  // CLI11: reversed
   } catch (const CLI::ParseError& e) {
     out.exit_code = app.exit(e) == 0 ? 0 : 2;
     return out;
@@ -197,6 +197,7 @@ CliParse parse_cli(const std::vector<std::string>& args) {
     if (train->parsed()) {
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0 && !opt->get_lnames().empty()) t.explicit_flags.insert(opt->get_lnames()[0]);
+      if (t.arch == "llama" && !t.explicit_flags.count("preset")) t.preset = "llama-" + t.preset;
       apply_preset(t, t.preset);
       if (!t.explicit_flags.count("warmup")) t.warmup = std::min<int64_t>(t.warmup, t.steps / 10);
       if (!t.resume) validate(t);  // on --resume, after merging the checkpoint's options
@@ -240,22 +241,32 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
       {"small", {.context_length = 128, .emb_dim = 128, .n_heads = 4, .n_layers = 4, .drop_rate = 0.1}, 16},
       {"medium", {.context_length = 256, .emb_dim = 384, .n_heads = 6, .n_layers = 6, .drop_rate = 0.1}, 8},
   };
+  const bool llama = preset.starts_with("llama-");  // the GPT preset's sizes, without dropout
+  if (llama != (o.arch == "llama") && o.explicit_flags.count("arch"))
+    config_error("--preset ", preset, " is not for --arch ", o.arch);
   for (const Preset& p : presets) {
-    if (preset != p.name) continue;
+    if (preset != (llama ? "llama-" : "") + std::string(p.name)) continue;
     o.preset = preset;
+    if (!o.explicit_flags.count("arch")) o.arch = llama ? "llama" : "gpt";
     for_each_model_field([&](const Flag& flag, auto member) {
       if ((flag.attrs & kPreset) && !o.explicit_flags.count(flag.name)) o.model.*member = p.model.*member;
     });
+    if (llama && !o.explicit_flags.count("drop-rate")) o.model.drop_rate = 0;
     if (!o.explicit_flags.count("batch-size")) o.batch_size = p.batch_size;
     return;
   }
-  config_error("--preset must be tiny, small or medium, got '", preset, "'");
+  config_error("--preset must be tiny, small, medium, llama-tiny, llama-small or llama-medium, got '", preset,
+               "'");
 }
 
 void validate(const TrainOptions& o) {
-  const std::string model_problem =
-      xgrad::nn::config_problem(o.model, [](const char* field) { return "--" + flag_name(field); });
+  if (o.arch != "gpt" && o.arch != "llama") config_error("--arch must be gpt or llama, got '", o.arch, "'");
+  auto flag = [](const char* field) { return "--" + flag_name(field); };
+  const std::string model_problem = o.arch == "llama" ? xgrad::nn::config_problem(llama_config(o), flag)
+                                                      : xgrad::nn::config_problem(o.model, flag);
   if (!model_problem.empty()) config_error(model_problem);
+  if (o.arch == "llama" && (o.model.drop_rate != 0 || o.model.qkv_bias))
+    config_error("--arch llama has no dropout and no biases: drop --drop-rate and --qkv-bias");
   check_ranges(o, [](const auto& x, auto f) { for_each_train_flag(x, f); });
   if (o.min_lr > o.lr) config_error("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
   if (o.warmup >= o.steps) config_error("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);
@@ -276,6 +287,20 @@ void validate(const GenerateOptions& o) {
   if (o.checkpoint.empty()) config_error("--checkpoint must not be empty");
   check_ranges(o, [](const auto& x, auto f) { for_each_generate_flag(x, f); });
   validate(o.sampling);
+}
+
+xgrad::nn::LlamaConfig llama_config(const TrainOptions& o) {
+  const GPTConfig& m = o.model;
+  return {.vocab_size = m.vocab_size,
+          .context_length = m.context_length,
+          .emb_dim = m.emb_dim,
+          .n_heads = m.n_heads,
+          .n_layers = m.n_layers,
+          .hidden_dim = 3 * m.emb_dim,
+          .n_kv_groups = m.n_heads % 2 ? m.n_heads : m.n_heads / 2,
+          .rope_base = 10000,
+          .rope_freq = false,
+          .tie_weights = m.tie_weights};
 }
 
 // ---------------------------------------------------------------- JSON

@@ -6,16 +6,14 @@
 #pragma once
 #include <cstdint>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "gpt_checkpoint.h"        // ConfigError, the config JSON
-#include "text_data.h"             // TokenizerSpec
-#include "xgrad/nn/gpt.h"          // GenerateOptions: the sampling flags
-#include "xgrad/nn/transformer.h"  // GPTConfig
+#include "gpt_checkpoint.h"  // ConfigError, the config JSON
+#include "text_data.h"       // TokenizerSpec
+#include "xgrad/nn/gpt.h"    // GPTConfig; GenerateOptions: the sampling flags
 
 namespace train_lm {
 
@@ -24,7 +22,8 @@ using xgrad_examples::ConfigError;
 using xgrad_examples::TokenizerSpec;
 
 struct TrainOptions {
-  std::string preset = "small";  // tiny | small | medium: defaults for the model and batch
+  std::string arch = "gpt";      // gpt | llama: the model family (llama_config below)
+  std::string preset = "small";  // tiny | small | medium | llama-*: defaults for the model and batch
   GPTConfig model{};             // vocab_size is set from the corpus
   int64_t batch_size = 16;       // sequences per micro-batch (the global batch under mpirun)
   int64_t grad_accum = 1;        // micro-batches per optimizer step
@@ -99,6 +98,12 @@ void apply_preset(TrainOptions& o, const std::string& preset);
 void validate(const TrainOptions& o);
 void validate(const GenerateOptions& o);
 void validate(const TokenizerSpec& t);
+
+// --arch llama's model, of the GPT flags' sizes: hidden_dim 3 x emb_dim and n_kv_groups
+// n_heads / 2 (grouped-query attention; n_heads when odd), no biases, no dropout, RoPE base
+// 10000 without Llama 3's scaling: the GPT's parameters of the same flags, within 5% (the
+// GPT's position embeddings and biases).
+xgrad::nn::LlamaConfig llama_config(const TrainOptions& o);
 
 // ---- what a checkpoint keeps
 nlohmann::json train_options_to_json(const TrainOptions& o);  // the settings, not paths

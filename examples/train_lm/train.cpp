@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
 
 #include "world.h"
 #include "xgrad/autograd.h"
@@ -26,49 +25,12 @@ namespace data = xgrad::data;
 
 namespace {
 
-constexpr const char* kFormat = "xgrad-train_lm";
+const xgrad::train::Format kFormat{"xgrad-train_lm", kCheckpointFormatVersion};
 
 // Seeds derived from --seed for the independent random streams.
 uint64_t data_seed(uint64_t seed) { return seed + 1; }
 uint64_t eval_seed(uint64_t seed, bool val) { return seed + (val ? 3 : 2); }
 uint64_t sample_seed(uint64_t seed) { return seed + 4; }
-
-// Format versions 1 and 2 kept AdamW's state by parameter name, "optim.<param>.<key>": the
-// flat index of a name is its place in the Trainer's groups (matrices first, then the rest,
-// each in named_parameters() order), which `built` (the optimizer's state_dict()) lists.
-optim::OptimizerState legacy_optimizer_state(const io::SafetensorsFile& state, optim::OptimizerState built,
-                                             const nn::Module& model, const std::string& file) {
-  std::map<std::string, int64_t> index_of;
-  for (bool matrices : {true, false})
-    for (const auto& [name, p] : model.named_parameters())
-      if ((p.dim() >= 2) == matrices) index_of.emplace(name, static_cast<int64_t>(index_of.size()));
-  built.state.clear();
-  for (const auto& [name, t] : state.tensors) {
-    const auto dot = name.rfind('.');
-    const std::string param = name.starts_with("optim.") && dot > 6 ? name.substr(6, dot - 6) : "";
-    const auto it = index_of.find(param);
-    if (it == index_of.end())
-      xgrad::fail("checkpoint", file, ": tensor '", name, "' is for parameter '", param,
-                  "', which this model does not have");
-    built.state[it->second][name.substr(dot + 1)] = t;
-  }
-  return built;
-}
-
-// A loader's options: batches from `sampler`, or shuffled with the last partial batch dropped.
-data::DataLoaderOptions loader_options(int64_t batch_size, xgrad::Generator* gen,
-                                       std::shared_ptr<const data::Sampler<int64_t>> sampler = nullptr) {
-  data::DataLoaderOptions o;
-  o.batch_size = batch_size;
-  o.shuffle = o.drop_last = !sampler;
-  o.sampler = std::move(sampler);
-  o.generator = gen;
-  return o;
-}
-
-CheckpointMeta meta_of(const io::Checkpoint& ck, const char* name) {
-  return {ck.at(name), (ck.dir / name).string()};
-}
 
 }  // namespace
 
@@ -79,17 +41,16 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
       train_windows_(
           std::make_shared<xgrad::text::GPTDataset>(corpus_.split.train, o_.model.context_length, 1)),
       val_windows_(std::make_shared<xgrad::text::GPTDataset>(corpus_.split.val, o_.model.context_length, 1)),
-      data_gen_(data_seed(o_.seed)),
-      train_loader_(train_windows_, loader_options(o_.batch_size, &data_gen_)),
-      epoch_rng_(data_gen_.get_state()) {
-  if (train_loader_.size() == 0)
+      batches_(train_windows_, {.batch_size = o_.batch_size, .shuffle = true, .drop_last = true},
+               data_seed(o_.seed)) {
+  if (batches_.loader().size() == 0)
     xgrad::fail("train", "the training split has ", train_windows_->size(),
                 " windows of --context-length + 1 = ", o_.model.context_length + 1,
                 " tokens, fewer than one batch (--batch-size ", o_.batch_size,
                 "); use a longer corpus or a smaller --batch-size");
   o_.model.vocab_size = corpus_.tokenizer->vocab_size();  // GPTModel validates the config
   xgrad::manual_seed(o_.seed);
-  model_ = std::make_shared<nn::GPTModel>(o_.model);
+  model_ = make_model(o_.arch, o_.model, llama_config(o_));
   model_->train();
   forward_ = data_parallel(model_);  // mpirun -np N: rank 0's weights on every rank (world.h)
 
@@ -105,140 +66,49 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 }
 
 // ---------------------------------------------------------------- save and resume
-SavedModel read_saved_model(const io::Checkpoint& ck, const char* hint) {
-  return read_saved_model(meta_of(ck, kModelFile), hint);
-}
-
-nlohmann::json read_saved_options(const io::Checkpoint& ck) {
-  return meta_of(ck, kTrainStateFile).json("train_options");
+CheckpointMeta meta_of(const io::Checkpoint& ck, const char* file) {
+  return {ck.at(file), (ck.dir / file).string()};
 }
 
 fs::path Trainer::save() {
-  char elapsed[32];
-  std::snprintf(elapsed, sizeof elapsed, "%.3f", elapsed_s_);
-  const nn::StateDict model = model_->state_dict();
-  io::Metadata model_meta = {{"format", "pt"},
-                             {"producer", kFormat},
-                             {"config", to_json(o_.model).dump()},
-                             {"vocab", corpus_.tokenizer->to_json()},
-                             {"step", std::to_string(step_)}};
-  // AdamW's state without its settings, which train_options holds, plus what resuming needs
-  optim::OptimizerState opt_state = opt_->state_dict();
-  for (optim::ParamGroupState& g : opt_state.param_groups) g.options.clear();
-  io::SafetensorsFile state =
-      opt_state.to_safetensors({{"format", kFormat},
-                                {"format_version", std::to_string(kCheckpointFormatVersion)},
-                                {"train_options", train_options_to_json(o_).dump()},
-                                {"step", std::to_string(step_)},
-                                {"tokens_seen", std::to_string(tokens_seen_)},
-                                {"elapsed_s", elapsed},
-                                {"rng.default", io::base64_encode(xgrad::default_generator().get_state())},
-                                {"data.epoch", std::to_string(epoch_)},
-                                {"data.batch", std::to_string(batch_in_epoch_)},
-                                {"rng.data", io::base64_encode(epoch_rng_)}});
-  return io::save_checkpoint(
-      o_.checkpoint_dir, step_,
-      {{kModelFile, io::NamedTensors(model.begin(), model.end()), std::move(model_meta)},
-       {kTrainStateFile, std::move(state.tensors), std::move(state.metadata)}},
-      o_.keep_checkpoints);
+  const bool llama = o_.arch == "llama";  // a GPT's file has no "arch"
+  io::Metadata model_meta = {{"producer", kFormat.name},
+                             {"config", (llama ? to_json(llama_config(o_)) : to_json(o_.model)).dump()},
+                             {"vocab", corpus_.tokenizer->to_json()}};
+  if (llama) model_meta["arch"] = "llama";
+  return xgrad::train::save_checkpoint(o_.checkpoint_dir, step_, run(), kFormat, std::move(model_meta),
+                                       {{"train_options", train_options_to_json(o_).dump()},
+                                        {"tokens_seen", std::to_string(tokens_seen_)},
+                                        {"elapsed_s", fmt::format("{:.3f}", elapsed_s_)}},
+                                       o_.keep_checkpoints);
 }
 
 void Trainer::load(const io::Checkpoint& ck) {
-  const io::SafetensorsFile& state = ck.at(kTrainStateFile);
-  const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
-  const std::string& file = meta.file;
-
   // 1. everything is parsed and checked before the model or optimizer changes
-  if (meta.str("format") != kFormat)
-    xgrad::fail("checkpoint", file, ": format is '", meta.str("format"), "', expected '", kFormat, "'");
-  // from version 2 on both files have header checksums, from 3 on AdamW's state is in optim's
-  // layout (before: by parameter name), from 5 on the loader's position is kept
-  const std::string& version = meta.str("format_version");
-  if (version.size() != 1 || version[0] < '1' || version[0] > '0' + kCheckpointFormatVersion)
-    xgrad::fail("checkpoint", file, ": format_version ", version,
-                " is not supported (this build reads versions 1 to ", kCheckpointFormatVersion, ")");
-  if (version != "1")
-    for (const char* name : {kModelFile, kTrainStateFile})
-      if (!ck.at(name).header_verified)
-        xgrad::fail("checkpoint", (ck.dir / name).string(), ": format_version ", version, " but no ",
-                    io::kHeaderChecksumKey, " (a corrupted checksum key?)");
+  const xgrad::train::Resume r = xgrad::train::read_checkpoint(ck, run(), kFormat);
+  const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
   // the vocabulary first: other characters also change vocab_size, and they are what the user
   // needs to see
-  const SavedModel saved = read_saved_model(ck);
+  const SavedModel saved = read_saved_model(meta_of(ck, kModelFile));
   if (saved.tokenizer->to_json() != corpus_.tokenizer->to_json())
-    xgrad::fail("checkpoint", file, " has a different vocabulary (", saved.tokenizer->vocab_size(), " ",
+    xgrad::fail("checkpoint", meta.file, " has a different vocabulary (", saved.tokenizer->vocab_size(), " ",
                 token_unit(*saved.tokenizer), ") than the corpus ", o_.data, " (",
                 corpus_.tokenizer->vocab_size(), " ", token_unit(*corpus_.tokenizer),
                 "): ", vocab_diff(*saved.tokenizer, *corpus_.tokenizer));
-  if (!(saved.config == o_.model))
-    xgrad::fail("checkpoint", file,
-                " was trained with a different model config: ", describe_config_diff(saved.config, o_.model));
-  const int64_t step = meta.count("step"), tokens_seen = meta.count("tokens_seen");
+  const std::string diff = saved.arch != o_.arch
+                               ? "arch " + saved.arch + " in the checkpoint vs " + o_.arch + " now"
+                           : o_.arch == "llama" ? describe_config_diff(saved.llama, llama_config(o_))
+                                                : describe_config_diff(saved.config, o_.model);
+  if (!diff.empty())
+    xgrad::fail("checkpoint", meta.file, " was trained with a different model config: ", diff);
+  const int64_t tokens_seen = meta.count("tokens_seen");
   const double elapsed = meta.seconds("elapsed_s");
-  const auto rng_default = meta.rng_state("rng.default");
-  // the loader's position; before version 5 none: a fresh epoch from --seed
-  const bool has_position = version >= "5";
-  const int64_t epoch = has_position ? meta.count("data.epoch") : 0;
-  const int64_t batch = has_position ? meta.count("data.batch") : 0;
-  const auto rng_data =
-      has_position ? meta.rng_state("rng.data") : xgrad::Generator(data_seed(o_.seed)).get_state();
-  if (batch > train_loader_.size())
-    xgrad::fail("checkpoint", file, ": data.batch ", batch, " is past the ", train_loader_.size(),
-                " batches of an epoch of this corpus");
 
-  // The settings are the options' (saved options unless given again): every group's options
-  // are those built from them, its lr the schedule's at `step`. What an older checkpoint kept
-  // in its groups is not read.
-  const optim::OptimizerState built = opt_->state_dict();
-  optim::OptimizerState os = version >= "3" ? optim::OptimizerState::from(state, file)
-                                            : legacy_optimizer_state(state, built, *model_, file);
-  for (std::size_t g = 0; g < os.param_groups.size() && g < built.param_groups.size(); ++g) {
-    os.param_groups[g].options = built.param_groups[g].options;
-    os.param_groups[g].options["lr"] = sched_->lr_at(step, sched_->base_lrs()[g]);
-  }
-
-  // 2. apply: the model (all or nothing), then the optimizer (all or nothing); if the
-  // optimizer refuses, the model gets its old values back.
-  const nn::StateDict before = model_->state_dict().clone();
-  try {
-    model_->load_state_dict(nn::StateDict::from(ck.at(kModelFile).tensors));
-  } catch (const xgrad::Error& e) {
-    xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit the model: ", e.what());
-  }
-  try {
-    opt_->load_state_dict(os);
-  } catch (const xgrad::Error& e) {
-    model_->load_state_dict(before);
-    xgrad::fail("checkpoint", file, ": the optimizer state does not fit: ", e.what());
-  }
-  step_ = step;
+  // 2. apply: model and optimizer (all or nothing), schedule, generators, batches; the counters
+  xgrad::train::restore(r, run());
+  step_ = r.step;
   tokens_seen_ = tokens_seen;
   elapsed_s_ = elapsed;
-  sched_->load_state_dict(step_);  // the lrs set above
-  xgrad::default_generator().set_state(rng_default);
-  epoch_ = epoch;
-  start_pass(rng_data, batch);
-}
-
-// ---------------------------------------------------------------- batches
-void Trainer::start_pass(const std::vector<uint8_t>& rng, int64_t batches) {
-  data_gen_.set_state(rng);
-  epoch_rng_ = rng;
-  pass_.emplace(train_loader_.iter());
-  for (batch_in_epoch_ = 0; batch_in_epoch_ < batches; ++batch_in_epoch_) pass_->next();
-}
-
-// The loader's passes one after another; the epoch and batch index count where we are.
-data::Example Trainer::next_batch() {
-  for (;;) {
-    if (!pass_) start_pass(data_gen_.get_state(), 0);
-    if (std::optional<data::Example> b = pass_->next()) {
-      ++batch_in_epoch_;
-      return std::move(*b);
-    }
-    pass_.reset();
-    ++epoch_;
-  }
 }
 
 // ---------------------------------------------------------------- eval
@@ -251,7 +121,8 @@ double Trainer::estimate_loss(const std::string& split) {
       windows->size(),
       data::RandomSamplerOptions{
           .replacement = true, .num_samples = o_.eval_iters * o_.batch_size, .generator = &gen});
-  const data::DataLoader batches(windows, loader_options(o_.batch_size, &gen, sampler));
+  const data::DataLoader batches(windows,
+                                 {.batch_size = o_.batch_size, .sampler = sampler, .generator = &gen});
   const bool was_training = model_->is_training();
   model_->eval();
   xgrad::NoGradGuard no_grad;
@@ -270,7 +141,7 @@ double Trainer::estimate_loss(const std::string& split) {
 double Trainer::forward_backward(const char*& phase) {
   double total = 0;
   for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
-    const data::Example b = next_batch();  // {x, y}: (B, T) int64, y = x shifted by one
+    const data::Example b = batches_.next();  // {x, y}: (B, T) int64, y = x shifted by one
     phase = "forward pass";
     Tensor loss = xgrad::cross_entropy_last_dim((*forward_)(shard_rows(b[0])), shard_rows(b[1]));
     const double micro_loss = mean_over_world(loss.item());  // the same on every rank
@@ -307,7 +178,7 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   try {
     while (step_ < o_.steps && !(stopped_early = stop_after >= 0 && step_ >= stop_after)) {
       if (any_over_world(o_.time_budget > 0 && seconds_since(start) >= o_.time_budget)) {  // one decision
-        stopped_early = r.time_budget_hit = true;
+        stopped_early = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
       }
@@ -373,13 +244,22 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   return r;
 }
 
-// ---------------------------------------------------------------- sampling
-std::vector<int64_t> generate_tokens(nn::GPTModel& model, const std::vector<int64_t>& ids,
+// ---------------------------------------------------------------- the model and sampling
+std::shared_ptr<nn::Module> make_model(const std::string& arch, const GPTConfig& gpt,
+                                       const nn::LlamaConfig& llama) {
+  if (arch == "llama") return std::make_shared<nn::LlamaModel>(llama);
+  return std::make_shared<nn::GPTModel>(gpt);
+}
+
+std::vector<int64_t> generate_tokens(nn::Module& model, const std::vector<int64_t>& ids,
                                      int64_t max_new_tokens, const nn::GenerateOptions& options,
                                      xgrad::Generator& gen) {
   if (ids.empty()) xgrad::fail("generate", "the prompt is empty");
   const Tensor prompt = xgrad::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
-  return model.generate(prompt, max_new_tokens, options, gen).to_vector<int64_t>();
+  auto* gpt = dynamic_cast<nn::GPTModel*>(&model);
+  return (gpt ? gpt->generate(prompt, max_new_tokens, options, gen)
+              : dynamic_cast<nn::LlamaModel&>(model).generate(prompt, max_new_tokens, options, gen))
+      .to_vector<int64_t>();
 }
 
 }  // namespace train_lm

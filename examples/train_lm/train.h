@@ -3,9 +3,9 @@
 // resume) and the commands. The loop is
 //   logits = model(x); loss = cross_entropy_last_dim(logits, y); loss.backward();
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
-// A checkpoint is xgrad::io's step directory with the model's state_dict (+ config and
-// vocabulary) and AdamW's (+ the training options, counters, RNG states and the loader's
-// position); README.md has the layout and what older format versions kept.
+// A checkpoint is xgrad::train's (xgrad/train/checkpoint.h): the model's state_dict with its
+// config and vocabulary, and AdamW's moments with the training options, counters and the
+// loader's position; README.md has the layout and what older format versions kept.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,13 +17,12 @@
 #include "options.h"
 #include "progress.h"
 #include "text_data.h"
-#include "xgrad/data/dataloader.h"
-#include "xgrad/io/checkpoint.h"
+#include "xgrad/data/batch_stream.h"
 #include "xgrad/nn/gpt.h"
+#include "xgrad/nn/llama.h"
 #include "xgrad/optim/adam.h"
-#include "xgrad/optim/lr_scheduler.h"
 #include "xgrad/text/gpt_dataset.h"
-#include "xgrad/text/tokenizer.h"
+#include "xgrad/train/checkpoint.h"  // and io/checkpoint.h, optim/lr_scheduler.h
 
 namespace train_lm {
 
@@ -33,14 +32,17 @@ using xgrad::text::CharTokenizer;
 using xgrad::text::Tokenizer;
 
 inline constexpr int kCheckpointFormatVersion = 5;
-inline constexpr const char* kModelFile = "model.safetensors";
-inline constexpr const char* kTrainStateFile = "train_state.safetensors";
+using xgrad::train::kModelFile;
+using xgrad::train::kTrainStateFile;
 
-// ---------------------------------------------------------------- checkpoints
-// What model.safetensors says about the model (gpt_checkpoint.h), `hint` after a missing key.
-SavedModel read_saved_model(const xgrad::io::Checkpoint& ck, const char* hint = CheckpointMeta::kHint);
-// The training options train_state.safetensors keeps (train_options_to_json's JSON).
-nlohmann::json read_saved_options(const xgrad::io::Checkpoint& ck);
+// The metadata of a checkpoint's file (kModelFile: the config and vocabulary, read_saved_model;
+// kTrainStateFile: the training options, train_options_to_json's "train_options").
+CheckpointMeta meta_of(const xgrad::io::Checkpoint& ck, const char* file);
+
+// The model of --arch: a GPTModel or a LlamaModel, built by nn's constructor (the default
+// generator draws its initial weights).
+std::shared_ptr<xgrad::nn::Module> make_model(const std::string& arch, const GPTConfig& gpt,
+                                              const xgrad::nn::LlamaConfig& llama);
 
 // ---------------------------------------------------------------- training
 struct TrainResult {
@@ -48,7 +50,6 @@ struct TrainResult {
   std::vector<MetricsRow> history;  // this invocation's steps, as the metrics file has them
   std::optional<double> last_val_loss;
   bool nan_stop = false;  // stopped because the loss was not finite
-  bool time_budget_hit = false;
   std::optional<fs::path> last_checkpoint;
 };
 
@@ -57,8 +58,6 @@ class Trainer {
   // Seeds the default generator with o.seed, builds the model (o.model.vocab_size from the
   // tokenizer), AdamW and its schedule from the options.
   Trainer(TrainOptions o, Corpus corpus);
-  Trainer(const Trainer&) = delete;  // the loader points at data_gen_
-  Trainer& operator=(const Trainer&) = delete;
 
   // Runs until o.steps optimizer steps are done in all, the time budget is spent, the loss is
   // not finite, or `stop_after` steps are done (then a checkpoint is saved, as on a time-out).
@@ -75,35 +74,31 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainOptions& options() const { return o_; }
   const Tokenizer& tokenizer() const { return *corpus_.tokenizer; }
-  xgrad::nn::GPTModel& model() { return *model_; }
+  xgrad::nn::Module& module() { return *model_; }
+  xgrad::nn::GPTModel& model() { return dynamic_cast<xgrad::nn::GPTModel&>(*model_); }  // --arch gpt
   xgrad::optim::AdamW& optimizer() { return *opt_; }
 
  private:
   TrainOptions o_;
   Corpus corpus_;
-  std::shared_ptr<xgrad::nn::GPTModel> model_;
+  std::shared_ptr<xgrad::nn::Module> model_;
   std::shared_ptr<xgrad::nn::Module> forward_;  // model_, or DistributedDataParallel(model_)
   std::unique_ptr<xgrad::optim::AdamW> opt_;
   std::unique_ptr<xgrad::optim::WarmupCosineLR> sched_;
   // The training batches: every window of context_length + 1 tokens (stride 1), shuffled each
-  // epoch by a loader whose generator is seeded from --seed; the last, partial batch dropped.
+  // epoch by a generator seeded from --seed; the last, partial batch dropped.
   std::shared_ptr<xgrad::text::GPTDataset> train_windows_, val_windows_;
-  xgrad::Generator data_gen_;
-  xgrad::data::DataLoader train_loader_;
-  std::optional<xgrad::data::DataLoader::Iterator> pass_;  // this epoch's
-  int64_t epoch_ = 0, batch_in_epoch_ = 0;                 // batches taken from pass_
-  std::vector<uint8_t> epoch_rng_;                         // data_gen_'s state when pass_ began
-  xgrad::data::Example next_batch();
+  xgrad::data::BatchStream batches_;
   double forward_backward(const char*& phase);  // one step's micro-batches: the mean loss
-  // data_gen_ at `rng`, then the pass it begins, advanced by `batches` (load()).
-  void start_pass(const std::vector<uint8_t>& rng, int64_t batches);
+  xgrad::train::Run run() { return {*model_, *opt_, *sched_, &batches_}; }
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   double elapsed_s_ = 0;  // training time over all invocations
 };
 
-// `ids` and max_new_tokens more sampled by GPTModel::generate; throws for an empty prompt.
-std::vector<int64_t> generate_tokens(xgrad::nn::GPTModel& model, const std::vector<int64_t>& ids,
+// `ids` and max_new_tokens more sampled by the model's generate (a GPTModel or a LlamaModel);
+// throws for an empty prompt.
+std::vector<int64_t> generate_tokens(xgrad::nn::Module& model, const std::vector<int64_t>& ids,
                                      int64_t max_new_tokens, const xgrad::nn::GenerateOptions& options,
                                      xgrad::Generator& gen);
 

@@ -50,14 +50,14 @@ Example default_collate(const std::vector<Example>& samples);
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;  // a RandomSampler over the dataset (with `generator`)
-  std::shared_ptr<const Sampler<int64_t>> sampler;
-  std::shared_ptr<const Sampler<BatchIndices>> batch_sampler;
+  bool shuffle = false;                               // a RandomSampler over the dataset (with `generator`)
+  std::shared_ptr<const Sampler<int64_t>> sampler{};  // {}: designated initializers may omit it
+  std::shared_ptr<const Sampler<BatchIndices>> batch_sampler{};
   int64_t num_workers = 0;
-  CollateFn collate_fn;  // empty: default_collate
+  CollateFn collate_fn{};  // empty: default_collate
   bool drop_last = false;
-  Generator* generator = nullptr;          // not owned; default: the default generator
-  std::optional<int64_t> prefetch_factor;  // batches in flight per worker; default 2
+  Generator* generator = nullptr;            // not owned; default: the default generator
+  std::optional<int64_t> prefetch_factor{};  // batches in flight per worker; default 2
 };
 
 class DataLoader {
