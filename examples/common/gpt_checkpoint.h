@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flag_range.h"  // ConfigError
+#include "xgrad/io/checkpoint.h"
 #include "xgrad/io/safetensors.h"
 #include "xgrad/nn/llama.h"
 #include "xgrad/nn/transformer.h"
@@ -29,6 +30,10 @@ using xgrad::nn::LlamaConfig;
 struct CheckpointMeta {
   const xgrad::io::SafetensorsFile& f;
   std::string file;
+  // The metadata of `name`, a file of `ck`.
+  static CheckpointMeta of(const xgrad::io::Checkpoint& ck, const char* name) {
+    return {ck.at(name), (ck.dir / name).string()};
+  }
 
   static constexpr const char* kHint = " (not a train_lm checkpoint?)";
   const std::string& str(const std::string& key, const char* hint = kHint) const;

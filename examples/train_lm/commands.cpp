@@ -48,8 +48,8 @@ int train_in_world(TrainOptions o) {
     const bool failed_first_run = !existing && MetricsLog::exists_in(o.metrics_path(), root);
     if (o.resume && existing) {
       ck = io::load_checkpoint(*existing, {kModelFile, kTrainStateFile});
-      saved = read_saved_model(meta_of(*ck, kModelFile));
-      merge_saved_options(o, meta_of(*ck, kTrainStateFile).json("train_options"), saved->config);
+      saved = read_saved_model(CheckpointMeta::of(*ck, kModelFile));
+      merge_saved_options(o, CheckpointMeta::of(*ck, kTrainStateFile).json("train_options"), saved->config);
       if (!o.explicit_flags.count("arch")) o.arch = saved->arch;  // else Trainer::load compares them
     } else if (o.resume && !failed_first_run) {
       return error_exit("--resume: no checkpoint in " + root.string() +
@@ -145,8 +145,7 @@ int train_in_world(TrainOptions o) {
   });
 }
 
-}  // namespace
-
+// The commands: exit codes as run_cli's; errors are logged, never thrown.
 int run_train(TrainOptions o) {
   try {
     join_world();  // mpirun -np N: this process is one rank of N (world.h)
@@ -165,18 +164,15 @@ int run_generate(const GenerateOptions& o) {
     if (o.threads > 0) xgrad::set_num_threads(o.threads);  // 0: xgrad's default
     // the model file alone (a train state, when present, must be from the same save)
     const io::Checkpoint ck = io::load_checkpoint(o.checkpoint, {kModelFile}, {kTrainStateFile});
-    const SavedModel saved = read_saved_model(
-        meta_of(ck, kModelFile), " (a train_lm checkpoint stores its config and vocabulary there)");
+    const SavedModel saved =
+        read_saved_model(CheckpointMeta::of(ck, kModelFile),
+                         " (a train_lm checkpoint stores its config and vocabulary there)");
     std::vector<int64_t> prompt = saved.tokenizer->encode(o.prompt);
     if (prompt.empty()) return error_exit("--prompt must not be empty", 2);
 
     xgrad::manual_seed(o.seed);
     const std::shared_ptr<xgrad::nn::Module> model = make_model(saved.arch, saved.config, saved.llama);
-    try {
-      model->load_state_dict(xgrad::nn::StateDict::from(ck.at(kModelFile).tensors));
-    } catch (const xgrad::Error& e) {
-      xgrad::fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit its own config: ", e.what());
-    }
+    xgrad::train::load_model(ck, *model);
     xgrad::Generator gen(o.seed);
     std::cout << saved.tokenizer->decode(generate_tokens(*model, prompt, o.max_new_tokens, o.sampling, gen))
               << std::endl;
@@ -195,6 +191,16 @@ int run_tokenize(const TokenizeOptions& o) {
     if (!std::cout) return error_exit("tokenize: cannot write the ids to stdout");
     return 0;
   });
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args) {
+  CliParse p = parse_cli(args);
+  if (p.kind == CliParse::kTrain) return run_train(std::move(p.train));
+  if (p.kind == CliParse::kGenerate) return run_generate(p.generate);
+  if (p.kind == CliParse::kTokenize) return run_tokenize(p.tokenize);
+  return p.exit_code;
 }
 
 }  // namespace train_lm

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "flag_range.h"
-#include "train.h"  // the commands run_cli runs
 
 namespace train_lm {
 namespace {
@@ -148,6 +147,13 @@ void validate(const xgrad::nn::GenerateOptions& s) {
   if (!problem.empty()) config_error("--", problem);
 }
 
+void validate(const TokenizerSpec& t) {
+  if (t.kind != "char" && t.kind != "gpt2" && t.kind != "bpe")
+    config_error("--tokenizer must be char, gpt2 or bpe, got '", t.kind, "'");
+  check_ranges(t, [](const auto& x, auto f) { for_each_tokenizer_flag(x, f); });
+  if (t.kind == "gpt2" && t.gpt2_vocab_dir.empty()) config_error("--gpt2-vocab must not be empty");
+}
+
 auto add_to(CLI::App* app) {
   return [app](const Flag& flag, auto& field) { add_flag(*app, flag, field); };
 }
@@ -214,19 +220,10 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       out.generate = std::move(g);
     }
   } catch (const ConfigError& e) {
-    std::cerr << "train_lm: error: " << e.what() << "\n";
-    out.kind = CliParse::kExit;
+    std::cerr << "train_lm: error: " << e.what() << "\n";  // out.kind is still kExit
     out.exit_code = 2;
   }
   return out;
-}
-
-int run_cli(const std::vector<std::string>& args) {
-  CliParse p = parse_cli(args);
-  if (p.kind == CliParse::kTrain) return run_train(std::move(p.train));
-  if (p.kind == CliParse::kGenerate) return run_generate(p.generate);
-  if (p.kind == CliParse::kTokenize) return run_tokenize(p.tokenize);
-  return p.exit_code;
 }
 
 // ---------------------------------------------------------------- validation
@@ -255,8 +252,7 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
     if (!o.explicit_flags.count("batch-size")) o.batch_size = p.batch_size;
     return;
   }
-  config_error("--preset must be tiny, small, medium, llama-tiny, llama-small or llama-medium, got '", preset,
-               "'");
+  config_error("--preset must be [llama-]tiny, [llama-]small or [llama-]medium, got '", preset, "'");
 }
 
 void validate(const TrainOptions& o) {
@@ -274,13 +270,6 @@ void validate(const TrainOptions& o) {
   if (o.checkpoint_dir.empty()) config_error("--checkpoint-dir must not be empty");
   if (o.data.empty()) config_error("--data must not be empty");
   validate(o.tokenizer);
-}
-
-void validate(const TokenizerSpec& t) {
-  if (t.kind != "char" && t.kind != "gpt2" && t.kind != "bpe")
-    config_error("--tokenizer must be char, gpt2 or bpe, got '", t.kind, "'");
-  check_ranges(t, [](const auto& x, auto f) { for_each_tokenizer_flag(x, f); });
-  if (t.kind == "gpt2" && t.gpt2_vocab_dir.empty()) config_error("--gpt2-vocab must not be empty");
 }
 
 void validate(const GenerateOptions& o) {

@@ -97,12 +97,9 @@ std::string check_flag_text(const std::string& flag, const std::string& text);
 void apply_preset(TrainOptions& o, const std::string& preset);
 void validate(const TrainOptions& o);
 void validate(const GenerateOptions& o);
-void validate(const TokenizerSpec& t);
 
-// --arch llama's model, of the GPT flags' sizes: hidden_dim 3 x emb_dim and n_kv_groups
-// n_heads / 2 (grouped-query attention; n_heads when odd), no biases, no dropout, RoPE base
-// 10000 without Llama 3's scaling: the GPT's parameters of the same flags, within 5% (the
-// GPT's position embeddings and biases).
+// --arch llama's model of the GPT flags' sizes: hidden_dim 3 x emb_dim, n_kv_groups n_heads / 2
+// (n_heads when odd), RoPE base 10000 unscaled: the GPT's parameters within 5% (README).
 xgrad::nn::LlamaConfig llama_config(const TrainOptions& o);
 
 // ---- what a checkpoint keeps

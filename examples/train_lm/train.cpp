@@ -6,14 +6,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "world.h"
-#include "xgrad/autograd.h"
 #include "xgrad/error.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
+#include "xgrad/train/loop.h"
 
 namespace train_lm {
 
@@ -25,7 +24,9 @@ namespace data = xgrad::data;
 
 namespace {
 
-const xgrad::train::Format kFormat{"xgrad-train_lm", kCheckpointFormatVersion};
+// Format 5. From version 2 on both files have header checksums, from 3 on AdamW's state is in
+// optim's layout (before: by parameter name), from 5 on the batches' position is kept.
+const xgrad::train::Format kFormat{"xgrad-train_lm", 5, 2};
 
 // Seeds derived from --seed for the independent random streams.
 uint64_t data_seed(uint64_t seed) { return seed + 1; }
@@ -54,11 +55,9 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
   model_->train();
   forward_ = data_parallel(model_);  // mpirun -np N: rank 0's weights on every rank (world.h)
 
-  // nanoGPT's split: matrices (and embeddings) decay, biases and LayerNorm weights do not.
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  // nanoGPT's split: matrices (and embeddings) decay, biases and norm weights do not
   opt_ = std::make_unique<optim::AdamW>(
-      std::vector<optim::AdamW::ParamGroup>{{decay}, {no_decay, {.weight_decay = 0.0}}},
+      xgrad::train::weight_decay_groups(model_->parameters()),
       optim::AdamWOptions{.lr = o_.lr, .betas = {o_.beta1, o_.beta2}, .weight_decay = o_.weight_decay});
   sched_ = std::make_unique<optim::WarmupCosineLR>(
       *opt_, optim::WarmupCosineLROptions{
@@ -66,10 +65,6 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 }
 
 // ---------------------------------------------------------------- save and resume
-CheckpointMeta meta_of(const io::Checkpoint& ck, const char* file) {
-  return {ck.at(file), (ck.dir / file).string()};
-}
-
 fs::path Trainer::save() {
   const bool llama = o_.arch == "llama";  // a GPT's file has no "arch"
   io::Metadata model_meta = {{"producer", kFormat.name},
@@ -86,10 +81,9 @@ fs::path Trainer::save() {
 void Trainer::load(const io::Checkpoint& ck) {
   // 1. everything is parsed and checked before the model or optimizer changes
   const xgrad::train::Resume r = xgrad::train::read_checkpoint(ck, run(), kFormat);
-  const CheckpointMeta meta = meta_of(ck, kTrainStateFile);
-  // the vocabulary first: other characters also change vocab_size, and they are what the user
-  // needs to see
-  const SavedModel saved = read_saved_model(meta_of(ck, kModelFile));
+  const CheckpointMeta meta = CheckpointMeta::of(ck, kTrainStateFile);
+  // the vocabulary first: other characters also change vocab_size, and the user must see them
+  const SavedModel saved = read_saved_model(CheckpointMeta::of(ck, kModelFile));
   if (saved.tokenizer->to_json() != corpus_.tokenizer->to_json())
     xgrad::fail("checkpoint", meta.file, " has a different vocabulary (", saved.tokenizer->vocab_size(), " ",
                 token_unit(*saved.tokenizer), ") than the corpus ", o_.data, " (",
@@ -114,23 +108,13 @@ void Trainer::load(const io::Checkpoint& ck) {
 // ---------------------------------------------------------------- eval
 double Trainer::estimate_loss(const std::string& split) {
   const bool val = split == "val";
-  const std::shared_ptr<xgrad::text::GPTDataset>& windows = val ? val_windows_ : train_windows_;
-  // eval_iters batches of windows drawn with replacement from a fixed seed: the same every call
-  xgrad::Generator gen(eval_seed(o_.seed, val));
-  auto sampler = std::make_shared<data::RandomSampler>(
-      windows->size(),
-      data::RandomSamplerOptions{
-          .replacement = true, .num_samples = o_.eval_iters * o_.batch_size, .generator = &gen});
-  const data::DataLoader batches(windows,
-                                 {.batch_size = o_.batch_size, .sampler = sampler, .generator = &gen});
-  const bool was_training = model_->is_training();
-  model_->eval();
-  xgrad::NoGradGuard no_grad;
-  double total = 0;
-  for (const data::Example& b : batches)  // the same global batch on every rank: each takes its rows
-    total += xgrad::cross_entropy_last_dim((*model_)(shard_rows(b[0])), shard_rows(b[1])).item();
-  model_->train(was_training);
-  return mean_over_world(total / static_cast<double>(o_.eval_iters));
+  // the same global batch on every rank: each takes its rows
+  return mean_over_world(xgrad::train::estimate_loss(
+      *model_, val ? val_windows_ : train_windows_,
+      {.batch_size = o_.batch_size, .iters = o_.eval_iters, .seed = eval_seed(o_.seed, val)},
+      [&](const data::Example& b) {
+        return xgrad::cross_entropy_last_dim((*model_)(shard_rows(b[0])), shard_rows(b[1])).item();
+      }));
 }
 
 // ---------------------------------------------------------------- the loop
@@ -154,11 +138,7 @@ double Trainer::forward_backward(const char*& phase) {
 }
 
 TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop_after) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  auto seconds_since = [](clock::time_point t) {
-    return std::chrono::duration<double>(clock::now() - t).count();
-  };
+  xgrad::train::StepTimer timer(o_.time_budget);
   auto say = [&](const std::string& s) { progress ? progress->message(s) : spdlog::info("{}", s); };
   TrainResult r;
   auto save_and_say = [&] {
@@ -169,7 +149,6 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   const int64_t tokens_per_step = o_.grad_accum * o_.batch_size * o_.model.context_length;
   xgrad::Generator sample_gen(sample_seed(o_.seed));  // keeps the training streams untouched
   int64_t last_saved = -1;
-  double step_time_avg = 0;  // seconds, exponential moving average
   bool stopped_early = false;
   const char* phase = "forward pass";  // for an out-of-memory message that says where
   model_->train();
@@ -177,12 +156,12 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
   StepProfile profile(o_.profile, fs::path(o_.checkpoint_dir) / "profile_trace.json", say);
   try {
     while (step_ < o_.steps && !(stopped_early = stop_after >= 0 && step_ >= stop_after)) {
-      if (any_over_world(o_.time_budget > 0 && seconds_since(start) >= o_.time_budget)) {  // one decision
+      if (any_over_world(timer.budget_spent())) {  // one decision
         stopped_early = true;
         say("time budget of " + format_duration(o_.time_budget) + " spent at step " + std::to_string(step_));
         break;
       }
-      const auto t0 = clock::now();
+      timer.start();
       const double lr = opt_->lr(0);
       const double loss = forward_backward(phase);
       if (!std::isfinite(loss)) {
@@ -200,12 +179,9 @@ TrainResult Trainer::train(Progress* progress, MetricsLog* metrics, int64_t stop
       ++step_;
       tokens_seen_ += tokens_per_step;
 
-      const double dt = seconds_since(t0);
-      elapsed_s_ += dt;
-      step_time_avg = step_time_avg == 0 ? dt : 0.9 * step_time_avg + 0.1 * dt;
-      const double tok_s = tokens_per_step / std::max(step_time_avg, 1e-9);
-      double eta = double(o_.steps - step_) * step_time_avg;
-      if (o_.time_budget > 0) eta = std::min(eta, std::max(0.0, o_.time_budget - seconds_since(start)));
+      elapsed_s_ += timer.stop();
+      const double tok_s = timer.tokens_per_second(double(tokens_per_step)),
+                   eta = timer.eta(o_.steps - step_);
       profile.step_done();
       if (progress) progress->update(step_, loss, tok_s, eta);
 

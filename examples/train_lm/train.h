@@ -1,6 +1,6 @@
 // examples/train_lm/train.h: what nanoGPT's train.py and sample.py are, on xgrad's API: the
 // Trainer (model, AdamW, the batches of a data::DataLoader, the loop, eval, sample, save and
-// resume) and the commands. The loop is
+// resume); the commands that run it are commands.cpp's (run_cli). The loop is
 //   logits = model(x); loss = cross_entropy_last_dim(logits, y); loss.backward();
 //   clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad(); sched.step();
 // A checkpoint is xgrad::train's (xgrad/train/checkpoint.h): the model's state_dict with its
@@ -31,16 +31,10 @@ using namespace xgrad_examples;  // Progress, MetricsLog, plot_loss_curve, forma
 using xgrad::text::CharTokenizer;
 using xgrad::text::Tokenizer;
 
-inline constexpr int kCheckpointFormatVersion = 5;
 using xgrad::train::kModelFile;
 using xgrad::train::kTrainStateFile;
 
-// The metadata of a checkpoint's file (kModelFile: the config and vocabulary, read_saved_model;
-// kTrainStateFile: the training options, train_options_to_json's "train_options").
-CheckpointMeta meta_of(const xgrad::io::Checkpoint& ck, const char* file);
-
-// The model of --arch: a GPTModel or a LlamaModel, built by nn's constructor (the default
-// generator draws its initial weights).
+// The model of --arch, a GPTModel or a LlamaModel, initialised from the default generator.
 std::shared_ptr<xgrad::nn::Module> make_model(const std::string& arch, const GPTConfig& gpt,
                                               const xgrad::nn::LlamaConfig& llama);
 
@@ -96,16 +90,9 @@ class Trainer {
   double elapsed_s_ = 0;  // training time over all invocations
 };
 
-// `ids` and max_new_tokens more sampled by the model's generate (a GPTModel or a LlamaModel);
-// throws for an empty prompt.
+// `ids` and max_new_tokens more, by the model's generate; throws for an empty prompt.
 std::vector<int64_t> generate_tokens(xgrad::nn::Module& model, const std::vector<int64_t>& ids,
                                      int64_t max_new_tokens, const xgrad::nn::GenerateOptions& options,
                                      xgrad::Generator& gen);
-
-// ---------------------------------------------------------------- the commands
-// Exit codes as run_cli's; errors are logged, never thrown.
-int run_train(TrainOptions o);
-int run_generate(const GenerateOptions& o);
-int run_tokenize(const TokenizeOptions& o);
 
 }  // namespace train_lm

@@ -188,6 +188,7 @@ TEST(TrainCheckpoint, RefusalsChangeNothing) {
   bad_model.at(kModelFile).tensors[0].second = zeros({2, 2});
   expect_error([&] { restore(read_checkpoint(bad_model, b.run(), kFormat), b.run()); },
                {"model.safetensors", "does not fit the model"});
+  expect_error([&] { load_model(bad_model, *b.model); }, {"model.safetensors", "does not fit the model"});
   io::Checkpoint bad_state = ck;  // a moment of the wrong shape: the model gets its values back
   for (auto& [name, t] : bad_state.at(kTrainStateFile).tensors)
     if (name == "state.0.exp_avg") t = zeros({7});

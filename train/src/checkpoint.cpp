@@ -133,13 +133,17 @@ Resume read_checkpoint(const io::Checkpoint& ck, const Run& run, const Format& f
   return r;
 }
 
+void load_model(const io::Checkpoint& ck, nn::Module& model) {
+  try {
+    model.load_state_dict(nn::StateDict::from(ck.at(kModelFile).tensors));
+  } catch (const Error& e) {
+    fail("checkpoint", (ck.dir / kModelFile).string(), " does not fit the model: ", e.what());
+  }
+}
+
 void restore(const Resume& r, const Run& run) {
   const nn::StateDict before = run.model.state_dict().clone();
-  try {
-    run.model.load_state_dict(nn::StateDict::from(r.checkpoint.at(kModelFile).tensors));
-  } catch (const Error& e) {
-    fail("checkpoint", (r.checkpoint.dir / kModelFile).string(), " does not fit the model: ", e.what());
-  }
+  load_model(r.checkpoint, run.model);
   try {
     run.optimizer.load_state_dict(r.optimizer);
   } catch (const Error& e) {

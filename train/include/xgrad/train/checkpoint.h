@@ -87,6 +87,10 @@ struct Resume {
 // parameter indices; the shapes are checked by restore()), and changes nothing.
 Resume read_checkpoint(const io::Checkpoint& ck, const Run& run, const Format& format);
 
+// model.safetensors into `model` (strict): throws "checkpoint <file> does not fit the model"
+// with load_state_dict's reason, leaving the model unchanged.
+void load_model(const io::Checkpoint& ck, nn::Module& model);
+
 // Loads the model's tensors and the optimizer's state, all or nothing (when the optimizer
 // refuses its state, the model gets its old values back), then sets the schedule to the step,
 // the default generator to its saved state and the batches to their position (rewound to the
