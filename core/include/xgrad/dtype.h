@@ -2,9 +2,9 @@
 // float64 runs gradchecks in double precision; int64 holds indices and token ids; bool
 // holds masks and comparison results; bfloat16 (torch.bfloat16: float32's sign and exponent
 // with 7 mantissa bits) stores weights and activations in half the bytes. bfloat16 is a
-// floating dtype (is_floating, like torch's is_floating_point) that so far only moves:
-// creation, to() both ways, item, printing, copies, views and safetensors. An op that does not
-// compute in bfloat16 yet throws naming itself and the dtype (dispatch_float below).
+// floating dtype (is_floating, like torch's is_floating_point) that tensors hold and move
+// (creation, to() both ways, item, printing, copies, views, safetensors) but no op computes
+// in: such an op throws naming itself and the dtype (dispatch_float below).
 #pragma once
 #include <cstddef>
 #include <cstdint>

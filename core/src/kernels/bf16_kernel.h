@@ -50,9 +50,6 @@ inline void bf16_to_float_n(const uint16_t* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(x[i]);
 }
 
-// Whether float_to_bf16_n runs vcvtneps2bf16 (compiled for AVX512_BF16).
-constexpr bool kBf16NativeConvert = XGRAD_BF16_AVX512 != 0;
-
 #if XGRAD_BF16_AVX512
 // 16 floats -> 16 bfloat16 bits with vcvtneps2bf16; subnormal lanes (the instruction flushes
 // them to zero) and NaN lanes take the scalar rule, computed on the whole vector with integer
