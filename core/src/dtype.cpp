@@ -13,6 +13,8 @@ const char* dtype_name(DType t) {
       return "int64";
     case DType::Bool:
       return "bool";
+    case DType::BFloat16:
+      return "bfloat16";
   }
   return "?";
 }

@@ -196,7 +196,9 @@ std::string to_string(const Tensor& t) {
     if (t.dtype() != kFloat32) suffixes.push_back(std::string("dtype=torch.") + dtype_name(t.dtype()));
     body = "[]";
   } else {
-    if (t.dtype() == kFloat64) suffixes.push_back("dtype=torch.float64");
+    // the dtypes torch names (int64 and bool follow from the values)
+    if (t.dtype() == kFloat64 || t.dtype() == kBFloat16)
+      suffixes.push_back(std::string("dtype=torch.") + dtype_name(t.dtype()));
     const std::vector<double> values = t.to_vector<double>();
     const bool summarize = t.numel() > kThreshold;
     Formatter fmt(summarize ? summarized_values(values, t.shape()) : values, t.dtype());

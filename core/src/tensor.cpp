@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "op_helpers.h"
 #include "xgrad/autograd.h"
@@ -175,7 +176,9 @@ double Tensor::item() const {
   if (numel() != 1)
     fail("item", "a tensor with ", numel(), " elements (shape ", shape(),
          ") cannot be converted to a scalar");
-  return kernels::dispatch_all(dtype(), [&](auto tag) {
+  if (dtype() == kBFloat16)  // widening is exact
+    return static_cast<double>(kernels::bf16_to_float(*static_cast<const uint16_t*>(raw_data_ptr())));
+  return kernels::dispatch_all(dtype(), "item", [&](auto tag) {
     using T = decltype(tag);
     return static_cast<double>(*data_ptr<T>());
   });

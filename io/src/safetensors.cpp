@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -33,22 +34,48 @@ const char* st_dtype(DType d) {
       return "I64";
     case DType::Bool:
       return "BOOL";
+    case DType::BFloat16:
+      return "BF16";
   }
   return "?";
 }
 
-bool parse_dtype(const std::string& s, DType& out) {
-  if (s == "F32") out = DType::Float32;
-  else if (s == "F64") out = DType::Float64;
-  else if (s == "I64") out = DType::Int64;
-  else if (s == "BOOL") out = DType::Bool;
+// A file dtype: the tensor's dtype, and whether the file holds it as F16 (IEEE binary16, not
+// an xgrad dtype: read into a float32 tensor, exactly, as each half widens without rounding).
+struct FileDType {
+  DType dtype;
+  bool half = false;
+  std::size_t itemsize() const { return half ? 2 : xgrad::itemsize(dtype); }
+};
+
+bool parse_dtype(const std::string& s, FileDType& out) {
+  out.half = false;
+  if (s == "F32") out.dtype = DType::Float32;
+  else if (s == "F64") out.dtype = DType::Float64;
+  else if (s == "I64") out.dtype = DType::Int64;
+  else if (s == "BOOL") out.dtype = DType::Bool;
+  else if (s == "BF16") out.dtype = DType::BFloat16;
+  else if (s == "F16") out = FileDType{DType::Float32, true};
   else return false;
   return true;
 }
 
+// IEEE binary16 bits -> float32 (exact; NaN payloads kept in the top mantissa bits).
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    const float v = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -v : v;
+  }
+  // normal: rebias the exponent from 15 to 127
+  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
 struct Entry {
   std::string name;
-  DType dtype;
+  FileDType type;
   xgrad::Shape shape;
   std::uint64_t begin, end;
 };
@@ -220,8 +247,8 @@ Entry read_entry(const std::string& name, const nlohmann::json& v, std::size_t d
   Entry e;
   e.name = name;
   std::string dt = v["dtype"].get<std::string>();
-  if (!parse_dtype(dt, e.dtype))
-    bad("tensor '", name, "' has dtype ", dt, ", which is not supported (F32, F64, I64, BOOL)");
+  if (!parse_dtype(dt, e.type))
+    bad("tensor '", name, "' has dtype ", dt, ", which is not supported (F32, F64, I64, BOOL, BF16, F16)");
   std::uint64_t numel = 1;
   for (const auto& d : v["shape"]) {
     std::uint64_t s;
@@ -237,7 +264,7 @@ Entry read_entry(const std::string& name, const nlohmann::json& v, std::size_t d
   if (e.end > data_size)
     bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " go past the end of the",
         " data section (", data_size, " bytes): the file is truncated");
-  std::uint64_t want = numel * xgrad::itemsize(e.dtype);
+  std::uint64_t want = numel * e.type.itemsize();
   if (e.end - e.begin != want)
     bad("tensor '", name, "' data_offsets ", v["data_offsets"].dump(), " hold ", e.end - e.begin,
         " bytes, but dtype ", dt, " and shape ", xgrad::shape_str(e.shape), " need ", want);
@@ -274,13 +301,23 @@ bool verify_data_checksum(const Metadata& metadata, std::string_view data, const
   return true;
 }
 
-// A tensor holding entry e's bytes of the data section (a BOOL byte must be 0 or 1).
+// A tensor holding entry e's bytes of the data section (a BOOL byte must be 0 or 1; F16
+// widens to float32).
 Tensor read_tensor(const Entry& e, std::string_view data, const Reject& bad) {
-  Tensor t = xgrad::empty(e.shape, e.dtype);
+  Tensor t = xgrad::empty(e.shape, e.type.dtype);
   std::size_t nbytes = e.end - e.begin;
   if (nbytes > 0) {
     const char* src = data.data() + e.begin;
-    if (e.dtype == DType::Bool) {
+    if (e.type.half) {
+      float* out = t.data_ptr<float>();
+      for (std::size_t i = 0; i < nbytes / 2; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      return t;
+    }
+    if (e.type.dtype == DType::Bool) {
       for (std::size_t i = 0; i < nbytes; ++i)
         if (static_cast<unsigned char>(src[i]) > 1)
           bad("tensor '", e.name, "' (BOOL) holds the byte ", int(static_cast<unsigned char>(src[i])),

@@ -1,6 +1,8 @@
 // core/src/kernels/kernels.cpp: broadcasting rules and the strided, converting copy (split over
-// xgrad's threads for large tensors).
+// xgrad's threads for large tensors; bfloat16 converts through float32, bf16_kernel.h).
 #include "kernels.h"
+
+#include "bf16_kernel.h"
 
 namespace xgrad::kernels {
 
@@ -34,11 +36,43 @@ Shape broadcast_strides(const Tensor& t, const Shape& target) {
   return out;
 }
 
+namespace {
+
+// A bfloat16 element inside copy_into: its bits, converted through float32 (bf16_kernel.h).
+struct Bf16 {
+  uint16_t bits;
+};
+
+// Calls f with a value of t's element type, Bf16 for bfloat16.
+template <class F>
+void dispatch_storage(DType t, F&& f) {
+  if (t == kBFloat16) return f(Bf16{});
+  dispatch_all(t, "copy", f);
+}
+
+// One element converted as torch converts it: to bfloat16 through float32 (double, int64 and
+// bool first become the nearest float32, as in c10::BFloat16's constructor), from bfloat16 by
+// widening to float32 first.
+template <class D, class S>
+D convert(S x) {
+  if constexpr (std::is_same_v<D, S>) {
+    return x;
+  } else if constexpr (std::is_same_v<S, Bf16>) {
+    return convert<D>(bf16_to_float(x.bits));
+  } else if constexpr (std::is_same_v<D, Bf16>) {
+    return Bf16{float_to_bf16(static_cast<float>(x))};
+  } else {
+    return static_cast<D>(x);
+  }
+}
+
+}  // namespace
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   std::array<Shape, 2> st{dst.strides(), broadcast_strides(src, dst.shape())};
-  dispatch_all(dst.dtype(), [&](auto dtag) {
+  dispatch_storage(dst.dtype(), [&](auto dtag) {
     using D = decltype(dtag);
-    dispatch_all(src.dtype(), [&](auto stag) {
+    dispatch_storage(src.dtype(), [&](auto stag) {
       using S = decltype(stag);
       D* pd = static_cast<D*>(dst.raw_data_ptr());
       const S* ps = static_cast<const S*>(src.raw_data_ptr());
@@ -47,13 +81,19 @@ void copy_into(const Tensor& dst, const Tensor& src) {
           [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
             D* o = pd + off[0];
             const S* x = ps + off[1];
-            if constexpr (std::is_same_v<D, S>) {
-              if (in[0] == 1 && in[1] == 1) {
+            if (in[0] == 1 && in[1] == 1) {
+              if constexpr (std::is_same_v<D, S>) {
                 std::memcpy(o, x, static_cast<std::size_t>(n) * sizeof(D));
+                return;
+              } else if constexpr (std::is_same_v<D, Bf16> && std::is_same_v<S, float>) {
+                float_to_bf16_n(x, &o->bits, n);
+                return;
+              } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Bf16>) {
+                bf16_to_float_n(&x->bits, o, n);
                 return;
               }
             }
-            for (int64_t i = 0; i < n; ++i) o[i * in[0]] = static_cast<D>(x[i * in[1]]);
+            for (int64_t i = 0; i < n; ++i) o[i * in[0]] = convert<D>(x[i * in[1]]);
           });
     });
   });

@@ -10,12 +10,13 @@
 //                              attention_kernel.h / attention_backward.h), adam, sgd,
 //                              clip_grad, random (mt19937, bernoulli, Box-Muller)
 //   gemm_kernel.h, blas.h/.cpp the GEMM and its entry points
+//   bf16_kernel.h              bfloat16 <-> float32 (round to nearest even) and its loops
 // A new fused op adds its pair to its family's header: raw-pointer loops, then a
 // `<op>_forward` / `<op>_backward` taking contiguous Tensors that dispatches on the dtype and
 // splits the work over the threads; the op file checks, calls it and records.
 //
-// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type;
-//   check_floating: the check alone.
+// - dispatch_float / dispatch_all: call a generic lambda with a value of the element type
+//   (bfloat16 throws naming the op); check_floating: the check alone.
 // - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim
 //   last, after merging dims that are contiguous in every operand (so a contiguous tensor is
 //   one row), split over the thread pool by element ranges.
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "op_helpers.h"
 #include "xgrad/parallel.h"
@@ -38,8 +40,12 @@ namespace xgrad::kernels {
 
 using xgrad::dispatch_float;  // public: xgrad/dtype.h
 
+// dispatch_all(t, op, f) calls f with a float, double, int64_t or bool; a bfloat16 tensor
+// throws "<op>: does not take bfloat16 tensors yet" (the bfloat16 paths that exist, copies and
+// conversions, branch on kBFloat16 before dispatching). The form without `op` names the
+// dispatch only: new code passes its op.
 template <class F>
-decltype(auto) dispatch_all(DType t, F&& f) {
+decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
   switch (t) {
     case DType::Float32:
       return f(float{});
@@ -49,8 +55,16 @@ decltype(auto) dispatch_all(DType t, F&& f) {
       return f(int64_t{});
     case DType::Bool:
       return f(bool{});
+    case DType::BFloat16:
+      break;
   }
-  return f(float{});
+  fail(op, "does not take bfloat16 tensors yet; convert with .to(kFloat32)");
+}
+template <class F>
+decltype(auto) dispatch_all(DType t, F&& f) {
+  if (t == DType::BFloat16)
+    fail("dispatch_all", "this op does not take bfloat16 tensors yet; convert with .to(kFloat32)");
+  return dispatch_all(t, "dispatch_all", std::forward<F>(f));
 }
 
 using xgrad::wrap_dim;  // op_helpers.h
@@ -205,8 +219,11 @@ void parallel_for_each_row(const Shape& shape, const std::array<Shape, N>& strid
 }
 
 // Throws naming `op`, t's dtype and shape unless t is float32 or float64 (what
-// dispatch_float accepts).
+// dispatch_float accepts): a bfloat16 tensor is floating but not computed on yet.
 inline void check_floating(const char* op, const Tensor& t) {
+  if (t.dtype() == kBFloat16)
+    fail(op, "does not take bfloat16 tensors yet (got one of shape ", t.shape(),
+         "); convert with .to(kFloat32)");
   if (!t.is_floating_point())
     fail(op, "expected a floating-point tensor (float32 or float64), got ", dtype_name(t.dtype()),
          " of shape ", t.shape());

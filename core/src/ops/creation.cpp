@@ -1,9 +1,11 @@
 // core/src/ops/creation.cpp: tensors from nothing (zeros, ones, full, arange, linspace, eye),
 // from random streams (rand, randn, randint: torch's streams, see random.h), from values
 // (tensor({...}), from_vector) and the *_like forms. None of these record gradients.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -20,7 +22,12 @@ Tensor zeros(const Shape& shape, DType dtype) {
 
 Tensor detail::full_impl(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  kernels::dispatch_all(dtype, [&](auto tag) {
+  if (dtype == kBFloat16) {  // value -> float32 -> bfloat16, as c10::BFloat16 converts a double
+    const uint16_t v = kernels::float_to_bf16(static_cast<float>(value));
+    std::fill_n(static_cast<uint16_t*>(t.raw_data_ptr()), t.numel(), v);
+    return t;
+  }
+  kernels::dispatch_all(dtype, "full", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     const T v = static_cast<T>(value);
@@ -40,7 +47,7 @@ Tensor detail::arange_impl(double start, double end, double step, DType dtype) {
          step);
   const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
   Tensor t = empty({n}, dtype);
-  kernels::dispatch_all(dtype, [&](auto tag) {
+  kernels::dispatch_all(dtype, "arange", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
@@ -74,7 +81,7 @@ Tensor eye(Int n, Int m, DType dtype) {
   if (m < 0) m = n;
   if (n < 0) fail("eye", "n must be non-negative, got ", n);
   Tensor t = zeros({n, m}, dtype);
-  kernels::dispatch_all(dtype, [&](auto tag) {
+  kernels::dispatch_all(dtype, "eye", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = static_cast<T>(1);
@@ -85,6 +92,8 @@ Tensor eye(Int n, Int m, DType dtype) {
 Tensor rand(const Shape& shape, Generator* gen, DType dtype) {
   profiler::RecordFunction rec("rand");
   if (!is_floating(dtype)) fail("rand", "expects a floating dtype, got ", dtype_name(dtype));
+  if (dtype == kBFloat16)
+    fail("rand", "does not take bfloat16 yet; draw float32 and convert with .to(kBFloat16)");
   Tensor t = empty(shape, dtype);
   t.uniform_(0.0, 1.0, gen);
   return t;
@@ -93,6 +102,8 @@ Tensor rand(const Shape& shape, Generator* gen, DType dtype) {
 Tensor randn(const Shape& shape, Generator* gen, DType dtype) {
   profiler::RecordFunction rec("randn");
   if (!is_floating(dtype)) fail("randn", "expects a floating dtype, got ", dtype_name(dtype));
+  if (dtype == kBFloat16)
+    fail("randn", "does not take bfloat16 yet; draw float32 and convert with .to(kBFloat16)");
   Tensor t = empty(shape, dtype);
   t.normal_(0.0, 1.0, gen);
   return t;
@@ -131,7 +142,13 @@ namespace detail {
 Tensor tensor_from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
   profiler::RecordFunction rec("tensor_from_values");
   Tensor t = empty(shape, dtype);
-  kernels::dispatch_all(dtype, [&](auto tag) {
+  if (dtype == kBFloat16) {  // each value -> float32 -> bfloat16
+    auto* p = static_cast<uint16_t*>(t.raw_data_ptr());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      p[i] = kernels::float_to_bf16(static_cast<float>(values[i]));
+    return t;
+  }
+  kernels::dispatch_all(dtype, "tensor", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);

@@ -88,7 +88,7 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape, co
   if (idx.empty()) return;
   const std::vector<int64_t> to = indexed_offsets(index_shape, dst.strides(), d, idx);
   const std::vector<int64_t> from = offsets_of(index_shape, src.dim() == 0 ? Shape{} : src.strides());
-  kernels::dispatch_all(dst.dtype(), [&](auto tag) {
+  kernels::dispatch_all(dst.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       fail("scatter_add", "bool tensors are not supported (dst ", dst.shape(), ")");
@@ -137,7 +137,7 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
   const std::vector<int64_t> from =
       indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
-  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  kernels::dispatch_all(a.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
     T* po = out.data_ptr<T>();
@@ -199,7 +199,7 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
   for (int64_t i = 0, n = numel_of(shape); i < n; ++i)
     if (pm[i]) picked.push_back(i);
   Tensor out = empty({static_cast<int64_t>(picked.size())}, a.dtype());  // (number of trues)
-  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  kernels::dispatch_all(a.dtype(), "masked_select", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
     T* po = out.data_ptr<T>();
@@ -255,7 +255,7 @@ ValuesIndices topk(const Tensor& a, Int k, Int dim, Flag largest, Flag sorted) {
   const std::vector<int64_t> row_out = offsets_of(rows_shape, a.dim() == 0 ? Shape{} : r.values.strides());
   const int64_t in_step = a.dim() == 0 ? 0 : a.strides()[d];
   const int64_t out_step = a.dim() == 0 ? 0 : r.values.strides()[d];
-  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  kernels::dispatch_all(a.dtype(), "topk", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       const T* pa = a.data_ptr<T>();
@@ -373,7 +373,7 @@ Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tenso
          " (tensor shape ", self.shape(), ")");
   const Tensor v = values.expand(plan.region).contiguous();
   const bool acc = accumulate;
-  kernels::dispatch_all(self.dtype(), [&](auto tag) {
+  kernels::dispatch_all(self.dtype(), "index_put_", [&](auto tag) {
     using T = decltype(tag);
     T* ps = self.data_ptr<T>();
     const T* pv = v.data_ptr<T>();

@@ -233,7 +233,7 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   out_shape[d] = k;
   Tensor out = empty(out_shape, a.dtype());  // a's shape with dim d of size k
   const Tensor src = a.is_contiguous() ? a : a.detach().contiguous();
-  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  kernels::dispatch_all(a.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = src.data_ptr<T>();
     T* po = out.data_ptr<T>();
@@ -287,7 +287,7 @@ void check_mask(const char* op, const Tensor& mask) {
 
 // out = mask ? value : a, with a and mask broadcast to out's shape (out may alias a).
 void fill_masked(const Tensor& out, const Tensor& a, const Tensor& mask, double value) {
-  kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  kernels::dispatch_all(a.dtype(), "masked_fill", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, int64_t>)
       if (!std::isfinite(value)) fail("masked_fill", "value ", value, " cannot be stored in an int64 tensor");
@@ -369,7 +369,7 @@ namespace {
 void zero_outside_triangle(const Tensor& t, int64_t diagonal, bool upper) {
   const int64_t R = t.size(-2), C = t.size(-1);
   const int64_t mats = R * C == 0 ? 0 : t.numel() / (R * C);
-  kernels::dispatch_all(t.dtype(), [&](auto tag) {
+  kernels::dispatch_all(t.dtype(), "tril / triu", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     for (int64_t b = 0; b < mats; ++b)

@@ -14,7 +14,9 @@
 //   {"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"key": "string value", ...}}
 // (padded with spaces to a multiple of 8), then the raw little-endian data; offsets are
-// relative to the start of the data section. Supported dtypes: F32, F64, I64, BOOL.
+// relative to the start of the data section. Supported dtypes: F32, F64, I64, BOOL, BF16
+// (read and written), and F16 (read only: IEEE half is not an xgrad dtype, so an F16 tensor
+// loads as float32, each value widened exactly).
 //
 // We add two metadata entries, checked on load:
 //   "xgrad_crc32"         the CRC-32 of the whole data section;
