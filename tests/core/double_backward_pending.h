@@ -19,8 +19,6 @@ inline const std::set<std::string>& double_backward_pending_set() {
       "matmul", "linear",
       // core/src/ops/einsum.cpp
       "einsum",
-      // core/src/ops/attention.cpp
-      "sdpa",
       // rows of other ops that go through one of the above
       "inplace/scores_masked_block",                    // softmax
       "inplace/view-written-then-base-used-by-matmul",  // matmul
