@@ -3,6 +3,7 @@
 // - wrap_dim: a dim counted from 0 (negative from the end), range-checked.
 // - contig / dense_copy: a contiguous tensor to read a kernel's input from, unrecorded.
 // - checked_mul: a product in shape and stride arithmetic, overflow-checked.
+// - check_same_dtype: both operands of a binary op have one dtype (xgrad does not promote).
 // - linear_map: a backward that is a linear map of dout computed by a kernel (scattering a
 //   view's gradient, gather's scatter), recorded so that it can be differentiated again.
 //
@@ -38,6 +39,14 @@ Tensor contig(const Tensor& t);
 
 // a * b; an int64 overflow throws naming `shape` (the shape whose count or stride it is).
 int64_t checked_mul(int64_t a, int64_t b, const Shape& shape);
+
+// Both tensors must have one dtype: no silent float32/float64 promotion.
+inline void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail(op, "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
+         dtype_name(b.dtype()), " tensor of shape ", b.shape(),
+         " (xgrad does not promote dtypes; convert one with .to(...))");
+}
 
 // y = L(x) for a linear map L computed by a kernel (l), whose adjoint L^T is computed by lt.
 // When grad mode is on and x requires grad (a backward being recorded: create_graph), y is

@@ -42,8 +42,7 @@ using xgrad::dispatch_float;  // public: xgrad/dtype.h
 
 // dispatch_all(t, op, f) calls f with a float, double, int64_t or bool; a bfloat16 tensor
 // throws "<op>: does not take bfloat16 tensors yet" (the bfloat16 paths that exist, copies and
-// conversions, branch on kBFloat16 before dispatching). The form without `op` names the
-// dispatch only: new code passes its op.
+// conversions, branch on kBFloat16 before dispatching).
 template <class F>
 decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
   switch (t) {
@@ -60,13 +59,6 @@ decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
   }
   fail(op, "does not take bfloat16 tensors yet; convert with .to(kFloat32)");
 }
-template <class F>
-decltype(auto) dispatch_all(DType t, F&& f) {
-  if (t == DType::BFloat16)
-    fail("dispatch_all", "this op does not take bfloat16 tensors yet; convert with .to(kFloat32)");
-  return dispatch_all(t, "dispatch_all", std::forward<F>(f));
-}
-
 using xgrad::wrap_dim;  // op_helpers.h
 
 // NumPy broadcasting of two shapes; throws naming `op` and both shapes.

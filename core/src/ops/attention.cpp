@@ -32,12 +32,6 @@
 // Adding to it: extend attention_kernel::Params and its forward_head / backward_head and the
 // composed backward, add gradcheck rows (tests/core/gradcheck_rows_attention.cpp) and an
 // equivalence case against the composed ops (tests/core/test_attention.cpp).
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps/pd, which -Wuninitialized reports
-// once inlined into the kernel's templates (GCC bug 105593; see core/CMakeLists.txt). Templates
-// are instantiated after the file's last line, so the pragma stays on, set before the headers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include <algorithm>
 #include <array>
 #include <atomic>

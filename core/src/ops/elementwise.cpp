@@ -1,7 +1,7 @@
 // core/src/ops/elementwise.cpp: arithmetic (add, sub, mul, div, neg, pow), math (exp, log,
-// sqrt, rsqrt, tanh, abs, clamp), maximum/minimum, where, comparisons, logical_not, and
-// sum_to, the helper that undoes broadcasting in every backward. (silu, softplus, sin, cos,
-// log1p, expm1, erf and atan2 are in elementwise_math.cpp.)
+// sqrt, rsqrt, tanh, abs, clamp), maximum/minimum, where, and sum_to, the helper that undoes
+// broadcasting in every backward. (silu, softplus, sin, cos, log1p, expm1, erf and atan2 are
+// in elementwise_math.cpp; the comparisons and logical_not in compare.cpp.)
 //
 // Every op is one map_* call: a loop over the broadcast output, row by row
 // (kernels/elementwise_kernel.h's map_same, on kernels.h's parallel_for_each_row: split over
@@ -16,13 +16,14 @@
 // a row in tests/core/gradcheck_rows_elementwise.cpp.
 //
 // dtypes: math is float32/float64 with both operands of one dtype (no promotion); add, sub,
-// mul, maximum, minimum, clamp and where also take int64; comparisons take every dtype.
+// mul, maximum, minimum, clamp and where also take int64.
 #include <cmath>
 #include <tuple>
 #include <utility>
 
 #include "elementwise_kernel.h"
 #include "kernels.h"
+#include "op_helpers.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -49,14 +50,6 @@ Tensor map1_simd(const char* op, const Tensor& a, F f) {
   Tensor out = empty(a.shape(), a.dtype());
   kernels::map_simd(op, a, out, f);
   return out;
-}
-
-// Both tensors must have one dtype: no silent float32/float64 promotion.
-void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype())
-    fail(op, "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
-         dtype_name(b.dtype()), " tensor of shape ", b.shape(),
-         " (xgrad does not promote dtypes; convert one with .to(...))");
 }
 
 template <class F>
@@ -502,7 +495,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 namespace {
 // m ? x : y over cond (bool) and two tensors of one dtype (any), broadcast together.
 Tensor select_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
-  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  return kernels::dispatch_all(a.dtype(), "where", [&](auto tag) {
     using T = decltype(tag);
     return map_typed<T>(
         a.dtype(), shape, {cond, a, b}, [](bool m, T x, T y) { return m ? x : y; }, types<bool, T, T>{});
@@ -546,81 +539,6 @@ Tensor where(const Tensor& cond, double a, const Tensor& b) {
   profiler::RecordFunction rec("where");
   if (int_with_fraction(b, a)) return where(cond, a, b.to(kFloat32));
   return where(cond, scalar_tensor(a, b.dtype()), b);
-}
-
-// ---------------------------------------------------------------- comparisons (no gradient)
-namespace {
-template <class Cmp>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
-  check_same_dtype(op, a, b);
-  const Shape shape = kernels::broadcast_shapes(op, a.shape(), b.shape());
-  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return map_typed<bool>(kBool, shape, {a, b}, cmp, types<T, T>{});
-  });
-}
-
-// Float tensors compare against the scalar cast to their dtype (torch.tensor([0.1]) == 0.1
-// is true); int64 and bool compare exactly in double.
-template <class Cmp>
-Tensor compare(const Tensor& a, double s, Cmp cmp) {
-  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) {
-      return map_typed<bool>(
-          kBool, a.shape(), {a}, [v = static_cast<T>(s), cmp](T x) { return cmp(x, v); }, types<T>{});
-    } else {
-      return map_typed<bool>(
-          kBool, a.shape(), {a}, [s, cmp](T x) { return cmp(static_cast<double>(x), s); }, types<T>{});
-    }
-  });
-}
-}  // namespace
-
-Tensor eq(const Tensor& a, const Tensor& b) {
-  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
-}
-Tensor gt(const Tensor& a, const Tensor& b) {
-  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
-}
-Tensor eq(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x == y; });
-}
-Tensor ne(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x != y; });
-}
-Tensor lt(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x < y; });
-}
-Tensor le(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x <= y; });
-}
-Tensor gt(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x > y; });
-}
-Tensor ge(const Tensor& a, double b) {
-  return compare(a, b, [](auto x, auto y) { return x >= y; });
-}
-
-Tensor logical_not(const Tensor& a) {
-  profiler::RecordFunction rec("logical_not");
-  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    return map_typed<bool>(
-        kBool, a.shape(), {a}, [](T x) { return x == T(0); }, types<T>{});
-  });
 }
 
 }  // namespace xgrad

@@ -156,7 +156,7 @@ Tensor reduce_passes(const Tensor& a, const std::vector<bool>& mask, const Shape
 
 // sum without autograd: float -> same dtype, int64/bool -> int64.
 Tensor sum_values(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape) {
-  return kernels::dispatch_all(a.dtype(), [&](auto tag) {
+  return kernels::dispatch_all(a.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
       return reduce_passes<SumOp<double>, double, T, T>(a, mask, out_shape, a.dtype());
