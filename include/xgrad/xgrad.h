@@ -10,6 +10,7 @@
 #include "xgrad/data.h"
 #include "xgrad/dtype.h"
 #include "xgrad/error.h"
+#include "xgrad/functional.h"
 #include "xgrad/gradcheck.h"
 #include "xgrad/io/checkpoint.h"
 #include "xgrad/io/safetensors.h"
