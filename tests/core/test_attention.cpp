@@ -567,6 +567,25 @@ TEST(ScaledDotProductAttention, DoubleBackwardMatchesFiniteDifferences) {
   }
 }
 
+// torch's positional order, the keyword options and the dropout-first spelling are one op.
+TEST(ScaledDotProductAttention, PositionalAndKeywordSpellingsAgree) {
+  Generator init(12);
+  Tensor q = randn({2, 4, 6, 8}, &init), k = randn({2, 2, 7, 8}, &init), v = randn({2, 2, 7, 5}, &init);
+  Tensor mask = gt(rand({6, 7}, &init), 0.3);
+  Generator g1(1), g2(1);
+  Tensor a = scaled_dot_product_attention(q, k, v, mask, 0.2, false, 0.4, true, &g1);
+  Tensor b = scaled_dot_product_attention(
+      q, k, v, {.attn_mask = mask, .dropout_p = 0.2, .scale = 0.4, .enable_gqa = true, .generator = &g2});
+  expect_close(a, b, 0, 0, "mask and GQA");
+  Tensor kk = randn({2, 4, 7, 8}, &init), vv = randn({2, 4, 7, 5}, &init);
+  Generator g3(2), g4(2), g5(2);
+  Tensor c = scaled_dot_product_attention(q, kk, vv, 0.3, true, std::nullopt, &g3);
+  Tensor d = scaled_dot_product_attention(q, kk, vv, Tensor(), 0.3, true, std::nullopt, false, &g4);
+  Tensor e = scaled_dot_product_attention(q, kk, vv, {.dropout_p = 0.3, .is_causal = true, .generator = &g5});
+  expect_close(c, d, 0, 0, "no mask, positional");
+  expect_close(c, e, 0, 0, "no mask, keywords");
+}
+
 TEST(ScaledDotProductAttention, ClearErrors) {
   auto expect_error = [](auto&& fn, const std::string& part) {
     try {

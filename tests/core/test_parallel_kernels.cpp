@@ -169,6 +169,13 @@ const std::vector<KernelCase> kCases = {
        Tensor v = leaf({6, 40, 5}, g, kFloat64);
        return with_grads(scaled_dot_product_attention(q, k, v, 0.3, false, std::nullopt, &g), {q, k, v}, g);
      }},
+    {"sdpa_gqa_mask_dropout",
+     [](Generator& g) {  // groups of 3 query heads: a group's dk, dv summed on one thread
+       Tensor q = leaf({2, 6, 40, 16}, g), k = leaf({2, 2, 45, 16}, g), v = leaf({2, 2, 45, 16}, g);
+       Tensor mask = gt(rand({2, 1, 40, 45}, &g), 0.2);
+       return with_grads(scaled_dot_product_attention(q, k, v, mask, 0.1, false, std::nullopt, true, &g),
+                         {q, k, v}, g);
+     }},
     {"grad_accumulation_add_",
      [](Generator& g) {
        Tensor a = leaf({512, 300}, g);
