@@ -10,20 +10,7 @@
 namespace xgrad::testing {
 
 inline const std::set<std::string>& double_backward_pending_set() {
-  static const std::set<std::string> pending = {
-      // core/src/ops/activation.cpp
-      "relu", "sigmoid", "gelu", "softmax", "log_softmax",
-      // core/src/ops/nn_functional.cpp
-      "layer_norm", "embedding", "dropout", "mse_loss", "cross_entropy", "cross_entropy_last_dim",
-      // core/src/ops/linalg.cpp
-      "matmul", "linear",
-      // core/src/ops/einsum.cpp
-      "einsum",
-      // rows of other ops that go through one of the above
-      "inplace/scores_masked_block",                    // softmax
-      "inplace/view-written-then-base-used-by-matmul",  // matmul
-      "masked_fill_/after-matmul",                      // matmul
-  };
+  static const std::set<std::string> pending = {};
   return pending;
 }
 

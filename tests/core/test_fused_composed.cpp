@@ -9,6 +9,9 @@
 // create_graph still took the kernel path, as well as if the two gradients differ. float64
 // must agree to rounding, float32 closely.
 //
+// Below the table: embedding's recorded gradient is torch's EmbeddingDenseBackwardBackward0,
+// and dropout's recorded gradient keeps the forward's mask.
+//
 // Adding a fused op: add a case (a name, the float inputs' shapes, the op on them) and cover
 // its options (dims, strided inputs, reductions) with a case each.
 #include <gtest/gtest.h>
@@ -158,6 +161,20 @@ TEST(FusedComposedEmbedding, GradientIsARecordedEmbeddingDenseBackward) {
   const Tensor r = randn({5, 2}, nullptr, kFloat64);
   const Tensor ddout = autograd::grad({dw}, {dout}, {r})[0];
   expect_close(ddout, embedding(r, ids), 0.0, 0.0, "d<dw, r>/ddout");
+}
+
+// dropout's recorded gradient multiplies by the forward's mask (no new draw), as does its
+// derivative with respect to the incoming gradient
+TEST(FusedComposedDropout, RecordedBackwardKeepsTheForwardMask) {
+  Generator gen(5);
+  Tensor x = (rand({6, 7}, &gen, kFloat64) + 1.0).detach().requires_grad_();  // no zeros
+  Tensor w = randn({6, 7}, &gen, kFloat64).requires_grad_();
+  const Tensor y = dropout(x, 0.4, true, &gen);
+  const Tensor noise = (y != 0.0).to(kFloat64) / 0.6;  // the forward's mask / (1 - p)
+  const Tensor dx = autograd::grad({y}, {x}, {w}, {.create_graph = true})[0];
+  expect_close(dx, w.detach() * noise, 1e-15, 0.0, "dx");
+  const Tensor r = randn({6, 7}, &gen, kFloat64);
+  expect_close(autograd::grad({dx}, {w}, {r})[0], r * noise, 1e-15, 0.0, "d<dx, r>/dw");
 }
 
 std::vector<ComposedParam> params() {

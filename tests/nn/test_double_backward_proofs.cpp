@@ -3,7 +3,8 @@
 // each computation is):
 //   - WGAN-GP: a critic MLP with LayerNorm and GELU, the gradient penalty on interpolated
 //     inputs; the critic's parameter gradients;
-//   - the Hessian-vector product of the tiny GPT's loss with respect to all its parameters;
+//   - the Hessian-vector product of the tiny GPT's loss with respect to all its parameters
+//     (through the fused attention's double backward);
 //   - one MAML step on a small MLP: the meta-gradient with respect to the initial weights.
 // Each runs in float64 and in float32. A result is within `rel` of torch's, relative to the
 // largest entry of the whole gradient (every tensor of the proof together): 1e-10 in float64,
@@ -17,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "core/double_backward_pending.h"
 #include "core/fixture_reader.h"
 #include "xgrad/xgrad.h"
 
@@ -104,8 +104,6 @@ TEST(DoubleBackwardProofs, WganGradientPenaltyCriticGradientsMatchTorch) {
 
 // ---------------------------------------------------------------- GPT Hessian-vector product
 TEST(DoubleBackwardProofs, GptLossHessianVectorProductMatchesTorch) {
-  if (xgrad::testing::double_backward_pending("sdpa"))
-    GTEST_SKIP() << "the GPT's attention (sdpa) has no double backward yet";
   const GPTConfig small{.vocab_size = 32,
                         .context_length = 8,
                         .emb_dim = 16,
