@@ -2,7 +2,7 @@
 //
 //   u''(x) = f(x) on [0, 1],  u(0) = u(1) = 0,  f(x) = -pi^2 sin(pi x)   (exact: u = sin(pi x))
 //
-// with no solution data at all: the network u(x) = sum_j w2_j tanh(w1_j x + b1_j) + b2 is
+// with no solution data at all: the network u = Linear(1, 32) -> Tanh -> Linear(32, 1) is
 // trained so that its own second derivative, taken by autograd, matches f at collocation
 // points, and its boundary values are 0:
 //
@@ -15,6 +15,7 @@
 // below --tol (ctest runs it so).
 //
 //   build/examples/pinn/pinn [--steps N] [--tol T]
+#include <xgrad/nn.h>
 #include <xgrad/optim.h>
 #include <xgrad/xgrad.h>
 
@@ -22,30 +23,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <numbers>
 #include <string>
 #include <vector>
 
 using namespace xgrad;
-
-// u(x) for x (N, 1): a hidden layer of width H with tanh, then a weighted sum. Written with
-// broadcasting (x * w1 is Linear(1, H)'s x @ W^T), every op differentiable to any order.
-struct Net {
-  Tensor w1, b1, w2, b2;  // (1, H), (H), (H), ()
-
-  explicit Net(int64_t hidden) {
-    const double s = 1.0 / std::sqrt(static_cast<double>(hidden));
-    w1 = (2.0 * randn({1, hidden}, nullptr, kFloat64)).requires_grad_();
-    b1 = (2.0 * randn({hidden}, nullptr, kFloat64)).requires_grad_();
-    w2 = (s * randn({hidden}, nullptr, kFloat64)).requires_grad_();
-    b2 = zeros({}, kFloat64).requires_grad_();
-  }
-  Tensor operator()(const Tensor& x) const {        // x (N, 1)
-    Tensor h = tanh(x * w1 + b1);                   // (N, H)
-    return sum(h * w2, -1, /*keepdim=*/true) + b2;  // (N, 1)
-  }
-  std::vector<Tensor> parameters() const { return {w1, b1, w2, b2}; }
-};
 
 int main(int argc, char** argv) {
   int steps = 3000;
@@ -65,7 +48,9 @@ int main(int argc, char** argv) {
   const Tensor x = linspace(0.0, 1.0, 64, kFloat64).unsqueeze(1).requires_grad_();  // (64, 1) collocation
   const Tensor f_x = f(x.detach());
   const Tensor ends = tensor({0.0, 1.0}, kFloat64).unsqueeze(1);  // the boundary, (2, 1)
-  Net u(32);
+  nn::Sequential u{std::make_shared<nn::Linear>(1, 32), std::make_shared<nn::Tanh>(),
+                   std::make_shared<nn::Linear>(32, 1)};
+  u.to(kFloat64);
   optim::Adam opt(u.parameters(), {.lr = 0.01});
 
   for (int step = 0; step <= steps; ++step) {

@@ -1,4 +1,4 @@
-// nn/src/layers.cpp: Dropout, Embedding, LayerNorm, GELU, ReLU.
+// nn/src/layers.cpp: Dropout, Embedding, LayerNorm, GELU, ReLU, Tanh, Sigmoid.
 #include "xgrad/nn/layers.h"
 
 #include "xgrad/nn/init.h"
@@ -66,7 +66,7 @@ std::string LayerNorm::extra_repr() const {
          ", elementwise_affine=" + (elementwise_affine ? "True" : "False");
 }
 
-// ---------------------------------------------------------------- GELU, ReLU
+// ---------------------------------------------------------------- GELU, ReLU, Tanh, Sigmoid
 GELU::GELU(std::string approximate_) : approximate(std::move(approximate_)) {
   if (approximate != "none" && approximate != "tanh")
     fail("GELU", "approximate must be 'none' or 'tanh', got '", approximate, "'");
@@ -77,5 +77,9 @@ Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
 Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+
+Tensor Tanh::forward(const Tensor& input) { return tanh(input); }
+
+Tensor Sigmoid::forward(const Tensor& input) { return sigmoid(input); }
 
 }  // namespace xgrad::nn

@@ -30,8 +30,7 @@
 //
 // Every row also runs gradgradcheck (the second derivatives, through the op's double
 // backward) on its inputs as made, with a non-contiguous grad_output. A row that cannot (its
-// op has no second derivative to check) says why in no_gradgradcheck. An op whose backward
-// is not differentiable yet is listed in double_backward_pending.h, and its rows are skipped.
+// op has no second derivative to check) says why in no_gradgradcheck.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "double_backward_pending.h"
 #include "error_message.h"
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
@@ -76,7 +75,6 @@ void check_penalty(const std::function<Tensor(const Tensor&, const Tensor&, cons
 }
 
 TEST(DoubleBackward, GradientPenaltyThroughALinearMatchesTorch) {
-  if (double_backward_pending("linear")) GTEST_SKIP() << "linear's backward is not differentiable yet";
   check_penalty([](const Tensor& x, const Tensor& W, const Tensor& b) { return linear(x, W, b); });
 }
 

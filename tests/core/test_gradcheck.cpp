@@ -3,7 +3,6 @@
 // reject a wrong backward, and backward must add into pre-filled gradients.
 #include <cmath>
 
-#include "double_backward_pending.h"
 #include "gradcheck_table.h"
 
 namespace xgrad::testing {
@@ -127,8 +126,6 @@ TEST_P(OpGradcheck, MatchesFiniteDifferences) {
 TEST_P(OpGradcheck, SecondDerivativesMatchFiniteDifferences) {
   const GradcheckRow& row = GetParam();
   if (!row.no_gradgradcheck.empty()) GTEST_SKIP() << "no gradgradcheck: " << row.no_gradgradcheck;
-  if (double_backward_pending(row.name))
-    GTEST_SKIP() << row.name << ": its op's backward is not differentiable yet (double_backward_pending.h)";
   GradgradcheckOptions opt;
   opt.name = row.name;
   opt.atol = row.atol;

@@ -268,6 +268,8 @@ TEST(Module, PrintsLikeTorch) {
   EXPECT_EQ(to_string(GELU("tanh")), "GELU(approximate='tanh')");
   EXPECT_EQ(to_string(GELU()), "GELU(approximate='none')");
   EXPECT_EQ(to_string(ReLU()), "ReLU()");
+  EXPECT_EQ(to_string(Tanh()), "Tanh()");
+  EXPECT_EQ(to_string(Sigmoid()), "Sigmoid()");
   Toy toy;
   EXPECT_EQ(to_string(toy),
             "Toy(\n"
@@ -343,6 +345,16 @@ TEST(Init, KaimingAndXavierBounds) {
   EXPECT_TRUE(p.is_leaf());
   init::zeros_(p);
   EXPECT_EQ(sum(p).item(), 0.0);
+}
+
+// The activation modules are their ops (the same values and the same grad_fn).
+TEST(Module, ActivationModulesCallTheirOps) {
+  const Tensor x = tensor({-2.0, -0.5, 0.0, 0.7, 3.0}).requires_grad_();
+  EXPECT_EQ(ReLU()(x).to_vector(), relu(x).to_vector());
+  EXPECT_EQ(Tanh()(x).to_vector(), tanh(x).to_vector());
+  EXPECT_EQ(Sigmoid()(x).to_vector(), sigmoid(x).to_vector());
+  EXPECT_EQ(Tanh()(x).grad_fn_name(), "TanhBackward0");
+  EXPECT_EQ(Sigmoid()(x).grad_fn_name(), "SigmoidBackward0");
 }
 
 }  // namespace

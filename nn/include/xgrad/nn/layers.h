@@ -1,5 +1,5 @@
 // xgrad/nn/layers.h: parameter-light layers with torch's names, defaults and initialisation:
-// Dropout, Embedding, LayerNorm, GELU, ReLU, Identity.
+// Dropout, Embedding, LayerNorm, GELU, ReLU, Tanh, Sigmoid, Identity.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -59,6 +59,16 @@ class GELU : public Module {
 };
 
 class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+};
+
+class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& input) override;
 };
