@@ -52,7 +52,9 @@ struct Crossing {
   const Node::Edge& edge() const { return from->next[index]; }
 };
 
-std::vector<Crossing> crossings(const std::vector<Tensor>& outputs, const Bracket& bracket) {
+// The crossings of fn's graph; *nodes is set to the number of its nodes reached from the outputs.
+std::vector<Crossing> crossings(const std::vector<Tensor>& outputs, const Bracket& bracket,
+                                std::size_t* nodes) {
   std::vector<Node*> inner;
   std::unordered_set<Node*> seen;
   for (const Tensor& out : outputs)
@@ -60,7 +62,9 @@ std::vector<Crossing> crossings(const std::vector<Tensor>& outputs, const Bracke
   for (std::size_t i = 0; i < inner.size(); ++i)
     for (const Node::Edge& e : inner[i]->next)
       if (e.fn && bracket.inside(e.fn.get()) && seen.insert(e.fn.get()).second) inner.push_back(e.fn.get());
-  std::sort(inner.begin(), inner.end(), [](const Node* a, const Node* b) { return a->sequence_nr > b->sequence_nr; });
+  std::sort(inner.begin(), inner.end(),
+            [](const Node* a, const Node* b) { return a->sequence_nr > b->sequence_nr; });
+  *nodes = inner.size();
   std::vector<Crossing> out;
   for (Node* n : inner)
     for (std::size_t i = 0; i < n->next.size(); ++i) {
@@ -127,13 +131,15 @@ struct Recompute {
   RngStates rng;
   std::vector<bool> checkpointed;
   std::vector<Target> targets;
+  std::size_t nodes = 0;  // in fn's graph
   std::shared_ptr<PendingGrads> pending;
 
   // The backward of CheckpointBackward: its edge k is crossing k.
   void operator()(Grads& grads) const {
     if (GradMode::is_enabled())
-      fail(kOp, "a pass that creates a graph (create_graph=true) cannot go through a checkpoint: "
-                "run the model without checkpointing for double backward");
+      fail(kOp,
+           "a pass that creates a graph (create_graph=true) cannot go through a checkpoint: "
+           "run the model without checkpointing for double backward");
     std::vector<Tensor> douts = std::move(pending->douts);
     pending->douts.assign(checkpointed.size(), Tensor());
     std::vector<std::size_t> wanted;
@@ -150,12 +156,13 @@ struct Recompute {
     if (outputs.size() != checkpointed.size())
       fail(kOp, "fn returned ", outputs.size(), " outputs when recomputed in backward, ", checkpointed.size(),
            " in the forward: fn must compute the same thing both times");
-    const std::vector<Crossing> cut = crossings(outputs, bracket);
-    bool same = cut.size() == targets.size();
+    std::size_t rerun_nodes = 0;
+    const std::vector<Crossing> cut = crossings(outputs, bracket, &rerun_nodes);
+    bool same = rerun_nodes == nodes && cut.size() == targets.size();
     for (std::size_t k = 0; same && k < cut.size(); ++k) same = target_of(cut[k].edge()) == targets[k];
     if (!same)
-      fail(kOp, "fn recorded a different graph when recomputed in backward (", cut.size(),
-           " edges to outside tensors, ", targets.size(),
+      fail(kOp, "fn recorded a different graph when recomputed in backward (", rerun_nodes, " nodes and ",
+           cut.size(), " edges to outside tensors, against ", nodes, " and ", targets.size(),
            " in the forward): fn must compute the same thing from the same inputs both times");
 
     // Cut the rerun's graph off the tape: each wanted crossing now ends at a stand-in leaf (only
@@ -206,8 +213,8 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   auto recompute = detail::new_node("CheckpointBackward");
   auto pending = std::make_shared<PendingGrads>();
   pending->douts.resize(outputs.size());
-  Recompute r{fn, inputs, std::move(rng), checkpointed, {}, pending};
-  for (const Crossing& c : crossings(outputs, bracket)) {
+  Recompute r{fn, inputs, std::move(rng), checkpointed, {}, 0, pending};
+  for (const Crossing& c : crossings(outputs, bracket, &r.nodes)) {
     recompute->next.push_back(c.edge());
     r.targets.push_back(target_of(c.edge()));
   }
