@@ -188,8 +188,9 @@ struct Recompute {
         root_grads.push_back(douts[j]);
       }
     if (roots.empty()) return;
-    const std::vector<Tensor> g = autograd::grad(roots, stand_ins, root_grads, {.allow_unused = true});
-    for (std::size_t i = 0; i < wanted.size(); ++i) grads.add(wanted[i], g[i]);
+    std::vector<Tensor> g = autograd::grad(roots, stand_ins, root_grads, {.allow_unused = true});
+    // moved: a gradient held only here becomes a leaf's .grad without a copy
+    for (std::size_t i = 0; i < wanted.size(); ++i) grads.add(wanted[i], std::move(g[i]));
   }
 };
 }  // namespace
