@@ -18,7 +18,9 @@
 // edges onto stand-in leaves, and runs a nested pass (autograd::grad) from fn's outputs to
 // them; it then hands each crossing its gradient, in the order the inner nodes would have,
 // so a gradient is summed in the same order as without the checkpoint and comes out with the
-// same bits (dropout draws the same masks, every op runs on the same values).
+// same bits (dropout draws the same masks, every op runs on the same values). The one order
+// it cannot see is inside a node: an op whose backward hands two of its inputs that are the
+// same tensor (x * x) their gradients in reverse input order may round differently.
 //
 // Contract:
 // - fn is called twice (forward and backward) and must compute the same graph from the same
