@@ -20,6 +20,8 @@
 // allocated.
 // --cpu-time measures steps in this process's CPU time instead of wall time (the JSON says
 // which in "clock"), for a machine other processes load.
+// --activation-checkpointing trains with GPTConfig::activation_checkpointing (each block
+// recomputed in backward; the JSON says so, and its peak RSS shows the memory it saves).
 #include <cblas.h>
 
 #include <algorithm>
@@ -118,6 +120,7 @@ struct Options {
   bool profile = false;
   bool cpu_time = false;
   bool sgemm_peak = false;
+  bool activation_checkpointing = false;  // GPTConfig::activation_checkpointing
 };
 
 struct BenchConfig {
@@ -151,6 +154,7 @@ BenchConfig config_named(const std::string& name) {
                "usage: gpt_bench [--config tiny|small|medium] [--mode train|forward]\n"
                "                 [--threads N] [--warmup N] [--steps N] [--seed N] [--profile]\n"
                "                 [--cpu-time]   (steps and --profile in process CPU time)\n"
+               "                 [--activation-checkpointing]   (recompute each block in backward)\n"
                "       gpt_bench --sgemm-peak [--threads N]\n");
   std::exit(code);
 }
@@ -172,6 +176,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--profile") o.profile = true;
     else if (a == "--cpu-time") o.cpu_time = true;
     else if (a == "--sgemm-peak") o.sgemm_peak = true;
+    else if (a == "--activation-checkpointing") o.activation_checkpointing = true;
     else if (a == "-h" || a == "--help") usage(0);
     else {
       std::fprintf(stderr, "gpt_bench: unknown argument '%s'\n", a.c_str());
@@ -222,7 +227,8 @@ int sgemm_peak(int threads) {
 // ---------------------------------------------------------------- the benchmark
 int run(const Options& o) {
   using namespace xgrad;
-  const BenchConfig bc = config_named(o.config);
+  BenchConfig bc = config_named(o.config);
+  bc.gpt.activation_checkpointing = o.activation_checkpointing;
   const int64_t B = bc.batch, T = bc.gpt.context_length, V = bc.gpt.vocab_size;
   manual_seed(o.seed);
   nn::GPTModel model(bc.gpt);
@@ -299,13 +305,13 @@ int run(const Options& o) {
       "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
       "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
       "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
-      "\"clock\": \"%s\", %s}\n",
+      "\"clock\": \"%s\", \"activation_checkpointing\": %s, %s}\n",
       o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T, (long)bc.gpt.emb_dim,
       (long)bc.gpt.n_layers, (long)n_params, (long)(n_params - n_emb), times.size(), 1e3 * step_s,
       1e3 * *std::min_element(times.begin(), times.end()),
       1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
       json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb(),
-      g_cpu_time ? "cpu" : "wall", backend_json().c_str());
+      g_cpu_time ? "cpu" : "wall", o.activation_checkpointing ? "true" : "false", backend_json().c_str());
   return 0;
 }
 

@@ -46,8 +46,12 @@ struct CheckpointMeta {
 
 // A model config as JSON, and back: every row of its table of fields (GPTConfig's,
 // xgrad/nn/transformer.h; LlamaConfig's, xgrad/nn/llama.h). A saved config without
-// tie_weights keeps the default (untied for a GPT). from_json throws ConfigError for a
-// missing, mistyped or invalid field (nn::config_problem).
+// tie_weights or activation_checkpointing keeps the default (untied, not checkpointed, for a
+// GPT). from_json throws ConfigError for a missing, mistyped or invalid field
+// (nn::config_problem).
+inline bool is_optional_field(std::string_view name) {
+  return name == "tie_weights" || name == "activation_checkpointing";
+}
 template <class Config>
 nlohmann::json to_json(const Config& c) {
   nlohmann::json j = nlohmann::json::object();
@@ -61,7 +65,7 @@ Config config_from_json(const nlohmann::json& j) {
   Config::for_each_field([&](const auto& f) {
     using T = std::remove_cvref_t<decltype(c.*f.member)>;
     const char* k = f.name;
-    if (std::string_view(k) == "tie_weights" && !j.contains(k)) return;
+    if (is_optional_field(k) && !j.contains(k)) return;
     const bool ok = j.contains(k) && (std::is_same_v<T, int64_t> ? j[k].is_number_integer()
                                       : std::is_same_v<T, bool>  ? j[k].is_boolean()
                                                                  : j[k].is_number());
@@ -74,14 +78,15 @@ Config config_from_json(const nlohmann::json& j) {
   return c;
 }
 inline GPTConfig gpt_config_from_json(const nlohmann::json& j) { return config_from_json<GPTConfig>(j); }
-// "emb_dim 32 in the checkpoint vs 64 now, ...": the fields that differ.
+// "emb_dim 32 in the checkpoint vs 64 now, ...": the fields that differ. Activation
+// checkpointing is how the model is trained, not what it computes: it may differ.
 template <class Config>
 std::string describe_config_diff(const Config& saved, const Config& now) {
   std::ostringstream os;
   os << std::boolalpha;
   const char* sep = "";
   Config::for_each_field([&](const auto& f) {
-    if (saved.*f.member == now.*f.member) return;
+    if (saved.*f.member == now.*f.member || std::string_view(f.name) == "activation_checkpointing") return;
     os << sep << f.name << " " << saved.*f.member << " in the checkpoint vs " << now.*f.member << " now";
     sep = ", ";
   });

@@ -49,8 +49,12 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
                  + (c.tie_weights ? 0 : C * V);                  // out_head (or tok_emb's)
   e.state_bytes = 16 * e.parameters + L * T * T;                 // + bool masks
   const double tokens = B * T;
-  e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * L + kPerTokenEmbed) +
-                            B * H * T * T * kPerScorePerLayer * L + tokens * V * kPerTokenLogits);
+  // with activation checkpointing the blocks keep only their inputs (one x emb_dim per token
+  // and layer), and one block's activations are alive at a time (its forward, its rerun)
+  const double full_layers = c.activation_checkpointing ? 1 : L;
+  const double inputs_kept = c.activation_checkpointing ? L : 0;
+  e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * full_layers + inputs_kept + kPerTokenEmbed) +
+                            B * H * T * T * kPerScorePerLayer * full_layers + tokens * V * kPerTokenLogits);
   return e;
 }
 

@@ -303,12 +303,12 @@ nlohmann::json train_options_to_json(const TrainOptions& o) {
 }
 
 void merge_saved_options(TrainOptions& o, const nlohmann::json& saved, const GPTConfig& saved_model) {
-  // The model is the checkpoint's: an explicit flag that disagrees is an error.
+  // The model is the checkpoint's (a flag that disagrees fails) but vocab_size and activation_checkpointing.
   GPTConfig::for_each_field([&](const auto& f) {
     const std::string flag = flag_name(f.name);
     auto& now = o.model.*f.member;
     const auto was = saved_model.*f.member;
-    if (std::string_view(f.name) == "vocab_size") return;  // the corpus's
+    if (std::string_view n = f.name; n == "vocab_size" || n == "activation_checkpointing") return;
     if (o.explicit_flags.count(flag) && now != was)
       config_error("--", flag, " ", now, " does not match the checkpoint being resumed (", flag, " ", was,
                    "); drop the flag or start a new --checkpoint-dir");

@@ -7,6 +7,7 @@
 #pragma once
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
+#include "xgrad/checkpoint.h"
 #include "xgrad/data.h"
 #include "xgrad/dtype.h"
 #include "xgrad/error.h"

@@ -3,6 +3,7 @@
 #include "xgrad/nn/gpt.h"
 
 #include "generation.h"
+#include "xgrad/checkpoint.h"
 #include "xgrad/ops.h"
 
 namespace xgrad::nn {
@@ -49,7 +50,13 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   Tensor pos_embeds = pos_emb(arange(seq_len));  // (T, emb)
   Tensor x = tok_embeds + pos_embeds;            // (b, T, emb)
   x = drop_emb(x);
-  x = trf_blocks(x);
+  if (cfg.activation_checkpointing && is_training()) {
+    // each block keeps only its input between forward and backward (xgrad/checkpoint.h)
+    for (const std::shared_ptr<Module>& block : *trf_blocks)
+      x = xgrad::utils::checkpoint([block](const Tensor& t) { return (*block)(t); }, x);
+  } else {
+    x = trf_blocks(x);
+  }
   x = final_norm(x);
   return out_head(x);  // (b, T, vocab)
 }

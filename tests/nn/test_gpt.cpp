@@ -230,8 +230,9 @@ TEST(GPT, ConfigProblemsNameTheFieldAndItsRange) {
   // the table holds every field once, in declaration order
   std::vector<std::string> names;
   GPTConfig::for_each_field([&](const auto& f) { names.push_back(f.name); });
-  EXPECT_EQ(names, (std::vector<std::string>{"vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
-                                             "drop_rate", "qkv_bias", "tie_weights"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
+                                      "drop_rate", "qkv_bias", "tie_weights", "activation_checkpointing"}));
   EXPECT_EQ(config_problem(kSmall), "");
   GPTConfig c = kSmall;
   c.n_layers = 0;

@@ -26,14 +26,15 @@ std::string generated_text() {
 
 struct Case {
   int64_t ctx, emb, heads, layers, batch;
+  bool activation_checkpointing = false;
 };
 
 }  // namespace
 
 TEST(Memory, EstimateBoundsTheMeasuredPeak) {
   spdlog::set_level(spdlog::level::warn);
-  for (const Case& c :
-       {Case{16, 32, 2, 1, 8}, Case{64, 64, 4, 2, 16}, Case{128, 32, 4, 2, 4}, Case{32, 128, 2, 3, 8}}) {
+  for (const Case& c : {Case{16, 32, 2, 1, 8}, Case{64, 64, 4, 2, 16}, Case{128, 32, 4, 2, 4},
+                        Case{32, 128, 2, 3, 8}, Case{64, 64, 4, 4, 16, true}, Case{128, 32, 4, 4, 4, true}}) {
     TempDir tmp;
     TrainOptions o;
     o.model = {.vocab_size = 0,
@@ -42,7 +43,8 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
                .n_heads = c.heads,
                .n_layers = c.layers,
                .drop_rate = 0.1,
-               .qkv_bias = false};
+               .qkv_bias = false,
+               .activation_checkpointing = c.activation_checkpointing};
     o.batch_size = c.batch;
     o.steps = 10;
     o.warmup = 1;
@@ -66,7 +68,8 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
       measured = double(xgrad::memory_stats().peak_bytes - base);
     }
     const std::string what = "ctx " + std::to_string(c.ctx) + " emb " + std::to_string(c.emb) + " layers " +
-                             std::to_string(c.layers) + " batch " + std::to_string(c.batch) + ": estimate " +
+                             std::to_string(c.layers) + " batch " + std::to_string(c.batch) +
+                             (c.activation_checkpointing ? " checkpointed" : "") + ": estimate " +
                              format_bytes(e.total_bytes()) + ", measured " + format_bytes(measured);
     EXPECT_GE(e.total_bytes(), measured) << what;
     EXPECT_LE(e.total_bytes(), 2.0 * measured) << what;

@@ -31,6 +31,9 @@ struct GPTConfig {
   double drop_rate = 0.1;
   bool qkv_bias = false;
   bool tie_weights = false;  // out_head.weight is tok_emb.weight (GPT-2), see gpt.h
+  // In training, each block runs through utils::checkpoint: its activations are recomputed in
+  // backward instead of kept (same gradients, less memory, one more forward of the blocks).
+  bool activation_checkpointing = false;
 
   // Calls f(GPTConfigField<T>{...}) for every field, in declaration order (below). What
   // validates, saves, loads, compares or prints a config, or makes a command-line flag of a
@@ -64,6 +67,9 @@ void GPTConfig::for_each_field(F&& f) {
   f(GPTConfigField<bool>{"qkv_bias", &GPTConfig::qkv_bias, 0, 1, "bias in the query/key/value projections"});
   f(GPTConfigField<bool>{"tie_weights", &GPTConfig::tie_weights, 0, 1,
                          "share tok_emb.weight with out_head.weight, as GPT-2 does"});
+  f(GPTConfigField<bool>{"activation_checkpointing", &GPTConfig::activation_checkpointing, 0, 1,
+                         "in training, recompute each transformer block's activations in backward "
+                         "instead of keeping them (less memory, same gradients)"});
 }
 
 // What is wrong with `cfg` ("" when nothing): the first field outside its range ("n_heads
