@@ -261,8 +261,8 @@ void validate(const TrainOptions& o) {
   const std::string model_problem = o.arch == "llama" ? xgrad::nn::config_problem(llama_config(o), flag)
                                                       : xgrad::nn::config_problem(o.model, flag);
   if (!model_problem.empty()) config_error(model_problem);
-  if (o.arch == "llama" && (o.model.drop_rate != 0 || o.model.qkv_bias))
-    config_error("--arch llama has no dropout and no biases: drop --drop-rate and --qkv-bias");
+  if (o.arch == "llama" && (o.model.drop_rate != 0 || o.model.qkv_bias || o.model.activation_checkpointing))
+    config_error("--arch llama takes none of --drop-rate, --qkv-bias, --activation-checkpointing");
   check_ranges(o, [](const auto& x, auto f) { for_each_train_flag(x, f); });
   if (o.min_lr > o.lr) config_error("--min-lr ", o.min_lr, " is larger than --lr ", o.lr);
   if (o.warmup >= o.steps) config_error("--warmup ", o.warmup, " must be smaller than --steps ", o.steps);

@@ -89,6 +89,7 @@ TEST(LlamaFlags, ArchAndPresets) {
                                                         {"--arch", "llama", "--preset", "tiny"},
                                                         {"--arch", "llama", "--drop-rate", "0.1"},
                                                         {"--arch", "llama", "--qkv-bias"},
+                                                        {"--arch", "llama", "--activation-checkpointing"},
                                                         {"--preset", "llama-huge"}})
     EXPECT_EQ(parse(bad).kind, CliParse::kExit) << ::testing::PrintToString(bad);
 }
