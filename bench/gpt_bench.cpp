@@ -1,8 +1,9 @@
-// bench/gpt_bench.cpp: training-step benchmark of xgrad::nn::GPTModel; its PyTorch twin is
-// bench/pytorch/gpt_bench.py (same configs, same step, same JSON keys). scripts/bench.sh runs
-// both, one measurement per process, and prints the comparison table.
+// bench/gpt_bench.cpp: training-step benchmark of xgrad::nn::GPTModel and xgrad::nn::LlamaModel;
+// its PyTorch twin is bench/pytorch/gpt_bench.py (same configs, same step, same JSON keys).
+// scripts/bench.sh runs both, one measurement per process, and prints the comparison table.
 //
 //   build/bench/gpt_bench --config tiny --threads 1                 training steps
+//   build/bench/gpt_bench --arch llama --config tiny                the Llama of the same size
 //   build/bench/gpt_bench --config small --mode forward             forward only (no grad, eval)
 //   build/bench/gpt_bench --config small --profile                  time per op family
 //   build/bench/gpt_bench --sgemm-peak --threads 2                  1024^3 sgemm GFLOP/s (xgrad's
@@ -13,6 +14,11 @@
 // are untimed, then the median of --steps timed steps. Prints one JSON line with the median
 // step time, tokens/s, this process's peak RSS (VmHWM from /proc/self/status) and what the
 // build runs on (xgrad::simd_level(), xgrad::gemm_backend(): "simd_level", "gemm_backend").
+//
+// --arch llama benchmarks LlamaModel at train_lm's llama-<config> shapes: the GPT config's
+// vocab, context, emb_dim, heads, layers and batch, with hidden_dim = 3 * emb_dim,
+// n_kv_groups = n_heads / 2, rope_base 10000 without Llama 3's frequency scaling, no dropout,
+// no biases, the output head not tied.
 //
 // --profile runs --steps more steps (training steps, or forward passes in --mode forward)
 // under xgrad::profiler::profile and prints its table (torch's key_averages().table(), by
@@ -42,6 +48,7 @@
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
 #include "xgrad/nn/gpt.h"
+#include "xgrad/nn/llama.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
 #include "xgrad/parallel.h"
@@ -111,6 +118,7 @@ std::string backend_json() {
 }
 
 struct Options {
+  std::string arch = "gpt";  // or "llama"
   std::string config = "tiny";
   std::string mode = "train";  // or "forward"
   int threads = 1;
@@ -127,6 +135,21 @@ struct BenchConfig {
   xgrad::nn::GPTConfig gpt;
   int64_t batch;
 };
+
+// train_lm's llama-<config> shapes (examples/train_lm/options.cpp, llama_config): keep in sync
+// with the twin's LLAMA_CONFIGS.
+xgrad::nn::LlamaConfig llama_config_of(const xgrad::nn::GPTConfig& g) {
+  return {.vocab_size = g.vocab_size,
+          .context_length = g.context_length,
+          .emb_dim = g.emb_dim,
+          .n_heads = g.n_heads,
+          .n_layers = g.n_layers,
+          .hidden_dim = 3 * g.emb_dim,
+          .n_kv_groups = g.n_heads % 2 ? g.n_heads : g.n_heads / 2,
+          .rope_base = 10000,
+          .rope_freq = false,
+          .tie_weights = false};
+}
 
 // (vocab, context, emb_dim, heads, layers, batch, dropout): keep in sync with the twin.
 BenchConfig config_named(const std::string& name) {
@@ -151,7 +174,7 @@ BenchConfig config_named(const std::string& name) {
 
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
-               "usage: gpt_bench [--config tiny|small|medium] [--mode train|forward]\n"
+               "usage: gpt_bench [--arch gpt|llama] [--config tiny|small|medium] [--mode train|forward]\n"
                "                 [--threads N] [--warmup N] [--steps N] [--seed N] [--profile]\n"
                "                 [--cpu-time]   (steps and --profile in process CPU time)\n"
                "                 [--activation-checkpointing]   (recompute each block in backward)\n"
@@ -167,7 +190,8 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(2);
       return argv[++i];
     };
-    if (a == "--config") o.config = value();
+    if (a == "--arch") o.arch = value();
+    else if (a == "--config") o.config = value();
     else if (a == "--mode") o.mode = value();
     else if (a == "--threads") o.threads = std::atoi(value().c_str());
     else if (a == "--warmup") o.warmup = std::atoi(value().c_str());
@@ -183,7 +207,14 @@ Options parse(int argc, char** argv) {
       usage(2);
     }
   }
-  if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward")) usage(2);
+  if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward") ||
+      (o.arch != "gpt" && o.arch != "llama"))
+    usage(2);
+  if (o.arch == "llama" && o.activation_checkpointing) {
+    std::fprintf(stderr,
+                 "gpt_bench: --activation-checkpointing is for --arch gpt (the Llama does not checkpoint)\n");
+    usage(2);
+  }
   return o;
 }
 
@@ -231,9 +262,21 @@ int run(const Options& o) {
   bc.gpt.activation_checkpointing = o.activation_checkpointing;
   const int64_t B = bc.batch, T = bc.gpt.context_length, V = bc.gpt.vocab_size;
   manual_seed(o.seed);
-  nn::GPTModel model(bc.gpt);
+  // n_emb: the embedding tables' parameters (tok_emb, and the GPT's pos_emb), which the FLOP
+  // count leaves out
+  std::shared_ptr<nn::Module> net;
+  int64_t n_emb = 0;
+  if (o.arch == "llama") {
+    auto llama = std::make_shared<nn::LlamaModel>(llama_config_of(bc.gpt));
+    n_emb = llama->tok_emb->weight.numel();
+    net = llama;
+  } else {
+    auto gpt = std::make_shared<nn::GPTModel>(bc.gpt);
+    n_emb = gpt->tok_emb->weight.numel() + gpt->pos_emb->weight.numel();
+    net = gpt;
+  }
+  nn::Module& model = *net;
   const int64_t n_params = model.num_parameters();
-  const int64_t n_emb = model.tok_emb->weight.numel() + model.pos_emb->weight.numel();
 
   // a few random batches, made before timing and cycled
   std::vector<std::pair<Tensor, Tensor>> batches;
@@ -300,13 +343,13 @@ int run(const Options& o) {
 
   const double step_s = median(times);
   std::printf(
-      "{\"impl\": \"xgrad\", \"config\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
+      "{\"impl\": \"xgrad\", \"arch\": \"%s\", \"config\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
       "\"batch\": %ld, \"context\": %ld, \"emb_dim\": %ld, \"n_layers\": %ld, "
       "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
       "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
       "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
       "\"clock\": \"%s\", \"activation_checkpointing\": %s, %s}\n",
-      o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T, (long)bc.gpt.emb_dim,
+      o.arch.c_str(), o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T, (long)bc.gpt.emb_dim,
       (long)bc.gpt.n_layers, (long)n_params, (long)(n_params - n_emb), times.size(), 1e3 * step_s,
       1e3 * *std::min_element(times.begin(), times.end()),
       1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,

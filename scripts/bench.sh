@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/bench.sh: xgrad against PyTorch on this machine, side by side in one run.
 #
-#   scripts/bench.sh            training-step table: GPT configs tiny, small, medium at 1 and 2
-#                               threads (bench/gpt_bench.cpp vs bench/pytorch/gpt_bench.py),
-#                               written to bench/results/latest.json
+#   scripts/bench.sh            training-step table: GPT and Llama configs tiny, small, medium
+#                               at 1 and 2 threads (bench/gpt_bench.cpp vs
+#                               bench/pytorch/gpt_bench.py), written to bench/results/latest.json
 #   scripts/bench.sh --ops      op micro-benchmarks (bench/ops_bench.cpp vs
 #                               bench/pytorch/ops_bench.py) at 1 and 2 threads; their table
 #                               goes to the "ops" section of bench/results/latest.json
@@ -13,7 +13,8 @@
 #                               and the sgemm probe (gpt_bench --sgemm-peak) at 1 and --threads
 #                               threads, one JSON line each; writes nothing
 #
-# Options: --configs tiny,small,medium   --threads 1,2   --steps N (timed, default 20)
+# Options: --configs tiny,small,medium   --archs gpt,llama   --threads 1,2
+#          --steps N (timed, default 20)
 #          --warmup N (default 5)   --no-build (use the existing binaries)
 # Environment: XGRAD_BUILD_DIR (build), XGRAD_JOBS (nproc), XGRAD_SKIP_DEPS=1 (do not check
 # packages), XGRAD_KEEP_TMP=1 (keep the per-process results), XGRAD_PYTHON (/usr/bin/python3,
@@ -48,7 +49,7 @@ build_dir=${XGRAD_BUILD_DIR:-build}
 jobs=${XGRAD_JOBS:-$(nproc)}
 py=${XGRAD_PYTHON:-/usr/bin/python3}
 mode=train quick=0 build=1
-configs="tiny,small,medium" threads_list="1,2" steps="" warmup=""
+configs="tiny,small,medium" archs="gpt,llama" threads_list="1,2" steps="" warmup=""
 configs_given=0
 
 while (( $# )); do
@@ -58,6 +59,7 @@ while (( $# )); do
     --quick) quick=1 ;;
     --no-build) build=0 ;;
     --configs) configs=${2:?--configs needs a list}; configs_given=1; shift ;;
+    --archs) archs=${2:?--archs needs a list}; shift ;;
     --threads) threads_list=${2:?--threads needs a list}; shift ;;
     --steps) steps=${2:?--steps needs a number}; shift ;;
     --warmup) warmup=${2:?--warmup needs a number}; shift ;;
@@ -79,6 +81,13 @@ else
 fi
 IFS=, read -r -a config_arr <<< "$configs"
 IFS=, read -r -a thread_arr <<< "$threads_list"
+IFS=, read -r -a arch_arr <<< "$archs"
+for arch in "${arch_arr[@]}"; do
+  if [[ $arch != gpt && $arch != llama ]]; then
+    echo "bench.sh: --archs takes gpt and llama, not '$arch'" >&2
+    exit 2
+  fi
+done
 
 start=$SECONDS
 elapsed() { printf '%dm%02ds' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
@@ -249,66 +258,68 @@ sgemm_probe start
 
 common=(--warmup "$warmup" --steps "$steps")
 for config in "${config_arr[@]}"; do
-  for t in "${thread_arr[@]}"; do
-    base="$tmp/train/${config}_t$t"
-    meta() { printf '{"threads_requested": %s, "torch_mode": "%s", "probe": %s}' "$t" "$1" "$2"; }
+  for arch in "${arch_arr[@]}"; do
+    for t in "${thread_arr[@]}"; do
+      base="$tmp/train/${arch}_${config}_t$t" what="$arch $config"
+      meta() { printf '{"threads_requested": %s, "torch_mode": "%s", "probe": %s}' "$t" "$1" "$2"; }
 
-    log "$config, $t thread(s): xgrad train"
-    run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
-      "$gpt_bench" --config "$config" --threads "$t" --mode train "${common[@]}" || true
+      log "$what, $t thread(s): xgrad train"
+      run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+        "$gpt_bench" --arch "$arch" --config "$config" --threads "$t" --mode train "${common[@]}" || true
 
-    # PyTorch's candidate modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY|CORETYPE
-    if (( t == 1 )); then
-      modes=("torch 1 / OpenBLAS 1|1|1||")
-    else
-      modes=("torch $t / OpenBLAS 1|$t|1||" "torch 1 / OpenBLAS $t|1|$t||"
-             "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE|")
-    fi
-    n_base=${#modes[@]}
-    if [[ -n $torch_coretype ]]; then  # mode i + n_base is mode i with OpenBLAS's other kernels
-      for ((i = 0; i < n_base; i++)); do
-        IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
-        modes+=("$name, OPENBLAS_CORETYPE=$torch_coretype|$tt|$bt|$wp|$torch_coretype")
-      done
-    fi
-    best=${modes[0]}
-    pw=$probe_warmup ps=$probe_steps
-    if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
-    if (( ${#modes[@]} > 1 )); then
-      best_tok=0
-      for ((i = 0; i < ${#modes[@]}; i++)); do
-        IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
-        log "$config, $t thread(s): torch probe ($name)"
-        f="${base}_torch_probe$i.json"
-        torch_env_for "$bt" "$wp" "$ct"
-        run_to "$f" "$(meta "$name" true)" "${torch_env[@]}" -- \
-          "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
-          --mode train --warmup "$pw" --steps "$ps" || continue
-        if (( i >= n_base )) && ! losses_agree "${base}_torch_probe$((i - n_base)).json" "$f"; then
-          continue  # other kernels, other numbers: not a candidate
-        fi
-        tok=$(tokens_of "$f")
-        if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
-          best_tok=$tok best=${modes[i]}
-        fi
-      done
-    fi
-    IFS='|' read -r name tt bt wp ct <<< "$best"
-    torch_env_for "$bt" "$wp" "$ct"
+      # PyTorch's candidate modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY|CORETYPE
+      if (( t == 1 )); then
+        modes=("torch 1 / OpenBLAS 1|1|1||")
+      else
+        modes=("torch $t / OpenBLAS 1|$t|1||" "torch 1 / OpenBLAS $t|1|$t||"
+               "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE|")
+      fi
+      n_base=${#modes[@]}
+      if [[ -n $torch_coretype ]]; then  # mode i + n_base is mode i with OpenBLAS's other kernels
+        for ((i = 0; i < n_base; i++)); do
+          IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
+          modes+=("$name, OPENBLAS_CORETYPE=$torch_coretype|$tt|$bt|$wp|$torch_coretype")
+        done
+      fi
+      best=${modes[0]}
+      pw=$probe_warmup ps=$probe_steps
+      if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
+      if (( ${#modes[@]} > 1 )); then
+        best_tok=0
+        for ((i = 0; i < ${#modes[@]}; i++)); do
+          IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
+          log "$what, $t thread(s): torch probe ($name)"
+          f="${base}_torch_probe$i.json"
+          torch_env_for "$bt" "$wp" "$ct"
+          run_to "$f" "$(meta "$name" true)" "${torch_env[@]}" -- \
+            "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
+            --mode train --warmup "$pw" --steps "$ps" || continue
+          if (( i >= n_base )) && ! losses_agree "${base}_torch_probe$((i - n_base)).json" "$f"; then
+            continue  # other kernels, other numbers: not a candidate
+          fi
+          tok=$(tokens_of "$f")
+          if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
+            best_tok=$tok best=${modes[i]}
+          fi
+        done
+      fi
+      IFS='|' read -r name tt bt wp ct <<< "$best"
+      torch_env_for "$bt" "$wp" "$ct"
 
-    log "$config, $t thread(s): torch train ($name)"
-    run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
-      "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
-      --mode train "${common[@]}" || true
+      log "$what, $t thread(s): torch train ($name)"
+      run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+        "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
+        --mode train "${common[@]}" || true
 
-    log "$config, $t thread(s): xgrad forward"
-    run_to "${base}_xgrad_forward.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
-      "$gpt_bench" --config "$config" --threads "$t" --mode forward "${common[@]}" || true
+      log "$what, $t thread(s): xgrad forward"
+      run_to "${base}_xgrad_forward.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+        "$gpt_bench" --arch "$arch" --config "$config" --threads "$t" --mode forward "${common[@]}" || true
 
-    log "$config, $t thread(s): torch forward ($name)"
-    run_to "${base}_torch_forward.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
-      "$py" "$root/bench/pytorch/gpt_bench.py" --config "$config" --threads "$tt" \
-      --mode forward "${common[@]}" || true
+      log "$what, $t thread(s): torch forward ($name)"
+      run_to "${base}_torch_forward.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+        "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
+        --mode forward "${common[@]}" || true
+    done
   done
 done
 

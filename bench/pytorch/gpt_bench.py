@@ -2,8 +2,13 @@
 """bench/pytorch/gpt_bench.py: the PyTorch twin of bench/gpt_bench.cpp (training-step benchmark).
 
 The model is Raschka's GPTModel ("Build a Large Language Model (From Scratch)", ch04 gpt.py),
-the same structure as xgrad::nn::GPTModel, with PyTorch at its best: nn.LayerNorm,
-nn.GELU(approximate="tanh"), F.cross_entropy, AdamW(lr=3e-4, weight_decay=0.1),
+the same structure as xgrad::nn::GPTModel, or with --arch llama his Llama 3 (ch05/07_gpt_to_llama,
+standalone-llama32: RMSNorm, RoPE, the SwiGLU feed-forward, grouped-query attention with
+repeat_interleave, as torch 1.13 has no enable_gqa), the same structure as xgrad::nn::LlamaModel
+and tests/fixtures/gen_llama_model.py's reference, at train_lm's llama-<config> shapes
+(hidden_dim = 3 * emb_dim, n_kv_groups = n_heads / 2, rope_base 10000 without frequency
+scaling, no dropout, no biases, untied head). Both in float32, with PyTorch at its best:
+nn.LayerNorm, nn.GELU(approximate="tanh"), F.cross_entropy, AdamW(lr=3e-4, weight_decay=0.1),
 zero_grad(set_to_none=True). One training step = forward, cross-entropy over all positions,
 backward, optimizer step, zero_grad. Random token batches; --warmup steps untimed, then the
 median of --steps timed steps. --mode forward times model(ids) under torch.no_grad() in
@@ -135,6 +140,142 @@ class GPTModel(nn.Module):
         return self.out_head(x)
 
 
+# ---------------------------------------------------------------- the Llama (Raschka ch05/07)
+def llama_config(cfg):
+    """train_lm's llama-<config> shape of a GPT config (gpt_bench.cpp's llama_config_of)."""
+    n_heads = cfg["n_heads"]
+    return dict(vocab_size=cfg["vocab_size"], context_length=cfg["context_length"],
+                emb_dim=cfg["emb_dim"], n_heads=n_heads, n_layers=cfg["n_layers"],
+                hidden_dim=3 * cfg["emb_dim"],
+                n_kv_groups=n_heads if n_heads % 2 else n_heads // 2,
+                rope_base=10_000.0, rope_freq=None, dtype=torch.float32, batch=cfg["batch"])
+
+
+class RMSNorm(nn.Module):
+    """The book's RMSNorm (torch 1.13 has no nn.RMSNorm)."""
+    def __init__(self, emb_dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.emb_dim = emb_dim
+        self.weight = nn.Parameter(torch.ones(emb_dim))
+
+    def forward(self, x):
+        means = x.pow(2).mean(dim=-1, keepdim=True)
+        x_normed = x * torch.rsqrt(means + self.eps)
+        return (x_normed * self.weight).to(dtype=x.dtype)
+
+
+class LlamaFeedForward(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc1 = nn.Linear(cfg["emb_dim"], cfg["hidden_dim"], dtype=cfg["dtype"], bias=False)
+        self.fc2 = nn.Linear(cfg["emb_dim"], cfg["hidden_dim"], dtype=cfg["dtype"], bias=False)
+        self.fc3 = nn.Linear(cfg["hidden_dim"], cfg["emb_dim"], dtype=cfg["dtype"], bias=False)
+
+    def forward(self, x):
+        x = F.silu(self.fc1(x)) * self.fc2(x)                   # SwiGLU
+        return self.fc3(x)
+
+
+def compute_rope_params(head_dim, theta_base=10_000, context_length=4096, dtype=torch.float32):
+    assert head_dim % 2 == 0
+    inv_freq = 1.0 / (theta_base ** (torch.arange(0, head_dim, 2, dtype=dtype)[: (head_dim // 2)].float()
+                                     / head_dim))
+    positions = torch.arange(context_length, dtype=dtype)
+    angles = positions[:, None] * inv_freq[None, :]             # (context_length, head_dim // 2)
+    angles = torch.cat([angles, angles], dim=1)                 # (context_length, head_dim)
+    return torch.cos(angles), torch.sin(angles)
+
+
+def apply_rope(x, cos, sin):
+    batch_size, num_heads, seq_len, head_dim = x.shape
+    x1 = x[..., : head_dim // 2]
+    x2 = x[..., head_dim // 2:]
+    cos = cos[:seq_len, :].unsqueeze(0).unsqueeze(0)
+    sin = sin[:seq_len, :].unsqueeze(0).unsqueeze(0)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return ((x * cos) + (rotated * sin)).to(dtype=x.dtype)
+
+
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_in, d_out, num_heads, num_kv_groups, dtype=None):
+        super().__init__()
+        assert d_out % num_heads == 0
+        assert num_heads % num_kv_groups == 0
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.W_key = nn.Linear(d_in, num_kv_groups * self.head_dim, bias=False, dtype=dtype)
+        self.W_value = nn.Linear(d_in, num_kv_groups * self.head_dim, bias=False, dtype=dtype)
+        self.num_kv_groups = num_kv_groups
+        self.group_size = num_heads // num_kv_groups
+        self.W_query = nn.Linear(d_in, d_out, bias=False, dtype=dtype)
+        self.out_proj = nn.Linear(d_out, d_out, bias=False, dtype=dtype)
+
+    def forward(self, x, mask, cos, sin):
+        b, num_tokens, _ = x.shape
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        values = self.W_value(x)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        keys = keys.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
+        values = values.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
+        queries = apply_rope(queries, cos, sin)
+        keys = apply_rope(keys, cos, sin)
+        keys = keys.repeat_interleave(self.group_size, dim=1)   # (b, H, T, D)
+        values = values.repeat_interleave(self.group_size, dim=1)
+        attn_scores = queries @ keys.transpose(2, 3)            # (b, H, T, T)
+        attn_scores = attn_scores.masked_fill(mask, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        context_vec = (attn_weights @ values).transpose(1, 2)   # (b, T, H, D)
+        context_vec = context_vec.reshape(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)
+
+
+class LlamaTransformerBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.att = GroupedQueryAttention(d_in=cfg["emb_dim"], d_out=cfg["emb_dim"], num_heads=cfg["n_heads"],
+                                         num_kv_groups=cfg["n_kv_groups"], dtype=cfg["dtype"])
+        self.ff = LlamaFeedForward(cfg)
+        self.norm1 = RMSNorm(cfg["emb_dim"], eps=1e-5)
+        self.norm2 = RMSNorm(cfg["emb_dim"], eps=1e-5)
+
+    def forward(self, x, mask, cos, sin):
+        shortcut = x
+        x = self.norm1(x)
+        x = self.att(x, mask, cos, sin)
+        x = x + shortcut
+        shortcut = x
+        x = self.norm2(x)
+        x = self.ff(x)
+        return x + shortcut
+
+
+class Llama3Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.tok_emb = nn.Embedding(cfg["vocab_size"], cfg["emb_dim"], dtype=cfg["dtype"])
+        self.trf_blocks = nn.ModuleList([LlamaTransformerBlock(cfg) for _ in range(cfg["n_layers"])])
+        self.final_norm = RMSNorm(cfg["emb_dim"], eps=1e-5)
+        self.out_head = nn.Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False, dtype=cfg["dtype"])
+        cos, sin = compute_rope_params(head_dim=cfg["emb_dim"] // cfg["n_heads"], theta_base=cfg["rope_base"],
+                                       context_length=cfg["context_length"])
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.cfg = cfg
+
+    def forward(self, in_idx):
+        x = self.tok_emb(in_idx)
+        num_tokens = x.shape[1]
+        mask = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+        mask = mask[None, None, :, :]
+        for block in self.trf_blocks:
+            x = block(x, mask, self.cos, self.sin)
+        x = self.final_norm(x)
+        return self.out_head(x.to(self.cfg["dtype"]))
+
+
 # ---------------------------------------------------------------- measurement
 def peak_rss_mb():
     with open("/proc/self/status") as f:
@@ -160,6 +301,7 @@ def openblas_core():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", choices=["gpt", "llama"], default="gpt")
     ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mode", choices=["train", "forward"], default="train")
@@ -170,11 +312,16 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    cfg = dict(CONFIGS[args.config], qkv_bias=False)
+    if args.arch == "llama":
+        cfg = llama_config(CONFIGS[args.config])
+        model = Llama3Model(cfg)
+        n_emb = model.tok_emb.weight.numel()
+    else:
+        cfg = dict(CONFIGS[args.config], qkv_bias=False)
+        model = GPTModel(cfg)
+        n_emb = model.tok_emb.weight.numel() + model.pos_emb.weight.numel()
     B, T, V = cfg["batch"], cfg["context_length"], cfg["vocab_size"]
-    model = GPTModel(cfg)
     n_params = sum(p.numel() for p in model.parameters())
-    n_emb = model.tok_emb.weight.numel() + model.pos_emb.weight.numel()
 
     # a few random batches, made before timing and cycled
     batches = [(torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))) for _ in range(4)]
@@ -211,7 +358,7 @@ def main():
 
     step_s = statistics.median(times)
     print(json.dumps({
-        "impl": "torch", "torch": torch.__version__, "config": args.config,
+        "impl": "torch", "torch": torch.__version__, "arch": args.arch, "config": args.config,
         "mode": args.mode, "threads": args.threads,
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", ""),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),

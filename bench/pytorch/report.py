@@ -13,8 +13,11 @@ ops/xgrad_t<N>.json (Google Benchmark JSON) and ops/torch_t<N>*.json. OUT_JSON i
 atomically (written to OUT_JSON.tmp, then renamed); the section the other mode wrote ("rows"
 for train, "ops" for ops) is kept.
 
+Rows are per (arch, config, threads): arch "gpt" (GPTModel) or "llama" (LlamaModel at the
+same config's llama-<config> shape); records without "arch" are GPT rows.
+
 FLOP convention (training step, per step): 6 * N_nonemb * tokens  +  12 * L * T * d * tokens / 2
-with N_nonemb = parameters without tok_emb and pos_emb, L layers, T context, d emb_dim and
+with N_nonemb = parameters without tok_emb and pos_emb (the Llama has no pos_emb), L layers, T context, d emb_dim and
 tokens = batch * T: 6 N for the parameter matmuls (forward 2 N, backward 4 N), and the
 attention score and context matmuls (12 L T d per token for forward + backward) halved for
 the causal mask. MFU = achieved GFLOP/s / (threads x the machine's float32 FMA peak per
@@ -23,7 +26,9 @@ present, on-CPU time, the best of the start and end probes). A forward pass is a
 the step's FLOPs (2 N + 4 L T d / 2 per token), so forward MFU uses flops / 3. The 1024^3
 sgemm probe (xgrad's GEMM and OpenBLAS's own threads) is printed next to it for reference.
 
-The targets table puts each row against the TARGETS below. Tokens/s are proportional to MFU
+The targets table puts each row against the TARGETS below, and a Llama row also against the
+GPT row of the same config and thread count from the same run (its goal: at least the GPT's
+ratio and MFU). Tokens/s are proportional to MFU
 (the FLOPs per token are the same for both), so a ratio target R needs xgrad at R times
 torch's MFU: "needs" is that MFU, and above 100% no implementation can reach R on this
 machine.
@@ -102,6 +107,11 @@ def machine_info(results_dir):
     return info
 
 
+def arch_of(r):
+    """A record's model: "gpt" or "llama" (records from before the Llama rows are GPT's)."""
+    return r.get("arch", "gpt")
+
+
 def train_flops(r):
     tokens = r["batch"] * r["context"]
     return (6.0 * r["n_params_nonemb"] * tokens
@@ -171,22 +181,23 @@ def report_train(results_dir, out_json):
     sgemm = sgemm_probes(read_records(os.path.join(results_dir, "sgemm", "*.json")))
     per_core = fma_per_core(fma)  # MFU's reference: threads x this
 
-    def pick(impl, config, threads, mode, torch_mode=None):
-        c = [r for r in runs if r["impl"] == impl and r["config"] == config
+    def pick(impl, arch, config, threads, mode, torch_mode=None):
+        c = [r for r in runs if r["impl"] == impl and arch_of(r) == arch and r["config"] == config
              and r["threads_requested"] == threads and r["mode"] == mode
              and (torch_mode is None or r.get("torch_mode") == torch_mode)
              and not r.get("probe")]
         return max(c, key=lambda r: r["tokens_per_s"]) if c else None
 
     order = {"tiny": 0, "small": 1, "medium": 2}
-    keys = sorted({(r["config"], r["threads_requested"]) for r in runs},
-                  key=lambda k: (order.get(k[0], 9), k[1]))
+    arch_order = {"gpt": 0, "llama": 1}
+    keys = sorted({(arch_of(r), r["config"], r["threads_requested"]) for r in runs},
+                  key=lambda k: (order.get(k[1], 9), k[2], arch_order.get(k[0], 9)))
     rows = []
-    for config, threads in keys:
-        xt = pick("xgrad", config, threads, "train")
-        tt = pick("torch", config, threads, "train")
-        xf = pick("xgrad", config, threads, "forward")
-        tf = pick("torch", config, threads, "forward", tt.get("torch_mode") if tt else None)
+    for arch, config, threads in keys:
+        xt = pick("xgrad", arch, config, threads, "train")
+        tt = pick("torch", arch, config, threads, "train")
+        xf = pick("xgrad", arch, config, threads, "forward")
+        tf = pick("torch", arch, config, threads, "forward", tt.get("torch_mode") if tt else None)
         if not xt or not tt:
             continue
         flops = train_flops(xt)
@@ -199,7 +210,7 @@ def report_train(results_dir, out_json):
             return round(gflops(r, share) / peak, 4) if r and peak else None
 
         row = {
-            "config": config, "threads": threads,
+            "arch": arch, "config": config, "threads": threads,
             "xgrad_tokens_per_s": round(xt["tokens_per_s"], 1),
             "torch_tokens_per_s": round(tt["tokens_per_s"], 1),
             "ratio": round(xt["tokens_per_s"] / tt["tokens_per_s"], 3),
@@ -229,7 +240,7 @@ def report_train(results_dir, out_json):
         rows.append(row)
 
     # the torch mode probes and the OPENBLAS_CORETYPE checks, for the record
-    probes = [{k: r.get(k) for k in ("config", "threads_requested", "torch_mode",
+    probes = [{k: r.get(k) for k in ("arch", "config", "threads_requested", "torch_mode",
                                      "tokens_per_s", "steps", "first_loss", "last_loss",
                                      "openblas_core")}
               for r in runs if r.get("probe")]
@@ -248,7 +259,7 @@ def report_train(results_dir, out_json):
             f"{isa} {p[isa]:.1f} GF/s on-CPU, {p.get(isa + '_wall', 0):.1f} wall-clock"
             for isa in ("avx512", "avx2") if p.get(isa)))
     print()
-    hdr = (f"{'config':<7} {'thr':>3} {'xgrad tok/s':>12} {'torch tok/s':>12} {'ratio':>6} "
+    hdr = (f"{'arch':<5} {'config':<7} {'thr':>3} {'xgrad tok/s':>12} {'torch tok/s':>12} {'ratio':>6} "
            f"{'fwd ratio':>9} {'xgrad GF/s':>10} {'MFU':>6} {'torch GF/s':>10} {'MFU':>6} "
            f"{'fwd MFU x/t':>13} {'RSS MB x/t':>12}  torch mode")
     print(hdr)
@@ -256,7 +267,7 @@ def report_train(results_dir, out_json):
     for r in rows:
         rss = f"{r['xgrad_peak_rss_mb']:.0f}/{r['torch_peak_rss_mb']:.0f}"
         fwd = f"{pct(r['xgrad_forward_mfu'])}/{pct(r['torch_forward_mfu'])}"
-        print(f"{r['config']:<7} {r['threads']:>3} {r['xgrad_tokens_per_s']:>12.0f} "
+        print(f"{r['arch']:<5} {r['config']:<7} {r['threads']:>3} {r['xgrad_tokens_per_s']:>12.0f} "
               f"{r['torch_tokens_per_s']:>12.0f} {r['ratio']:>6.2f} "
               f"{fmt(r['forward_ratio'], '>9.2f'):>9} {r['gflops']:>10.1f} {pct(r['mfu']):>6} "
               f"{r['torch_gflops']:>10.1f} {pct(r['torch_mfu']):>6} {fwd:>13} {rss:>12}  "
@@ -304,7 +315,8 @@ def report_train(results_dir, out_json):
 
 
 def report_targets(rows):
-    """Prints each row against TARGETS and returns them as JSON rows."""
+    """Prints each row against TARGETS, a Llama row also against the same run's GPT row of its
+    config and thread count, and returns them as JSON rows."""
     def verdict(have, target, needs=None):
         if have is None or target is None:
             return "-"
@@ -312,10 +324,12 @@ def report_targets(rows):
             return "met"
         return "short, above peak" if needs is not None and needs > 1.0 else "short"
 
+    gpt_rows = {(r["config"], r["threads"]): r for r in rows if r["arch"] == "gpt"}
     out = []
     for r in rows:
         if r["config"] not in TARGETS:
             continue
+        gpt = gpt_rows.get((r["config"], r["threads"])) if r["arch"] != "gpt" else None
         ratio_t, mfu_ts = TARGETS[r["config"]]
         mfu_t = mfu_ts.get(r["threads"])
         needs = r["torch_mfu"] * ratio_t if r["torch_mfu"] is not None else None
@@ -323,7 +337,7 @@ def report_targets(rows):
                   if r["torch_forward_mfu"] is not None else None)
         rss = r["xgrad_peak_rss_mb"] / r["torch_peak_rss_mb"] if r["torch_peak_rss_mb"] else None
         out.append({
-            "config": r["config"], "threads": r["threads"],
+            "arch": r["arch"], "config": r["config"], "threads": r["threads"],
             "ratio_target": ratio_t, "ratio": r["ratio"],
             "ratio_needs_mfu": round(needs, 4) if needs is not None else None,
             "ratio_verdict": verdict(r["ratio"], ratio_t, needs),
@@ -335,23 +349,32 @@ def report_targets(rows):
             # RSS: have = xgrad / torch, met when at most RSS_TARGET
             "rss_target": RSS_TARGET, "rss_fraction": round(rss, 3) if rss is not None else None,
             "rss_verdict": ("-" if rss is None else "met" if rss <= RSS_TARGET else "short"),
+            # a Llama row against the GPT row of its size: at least its ratio and its MFU
+            "gpt_ratio": gpt["ratio"] if gpt else None,
+            "gpt_mfu": gpt["mfu"] if gpt else None,
+            "vs_gpt_verdict": (("met" if r["ratio"] >= gpt["ratio"] and r["mfu"] is not None
+                                and gpt["mfu"] is not None and r["mfu"] >= gpt["mfu"] else "short")
+                               if gpt else "-"),
         })
-    hdr = (f"{'config':<7} {'thr':>3} {'ratio / goal':>12} {'needs MFU':>9} {'':<17} "
+    hdr = (f"{'arch':<5} {'config':<7} {'thr':>3} {'ratio / goal':>12} {'needs MFU':>9} {'':<17} "
            f"{'MFU / goal':>15} {'':<5} {'fwd / goal':>11} {'fwd MFU':>7} {'needs':>7} "
-           f"{'':<17} {'RSS x/t / goal':>14}")
+           f"{'':<17} {'RSS x/t / goal':>14}  vs GPT (ratio, MFU)")
     print()
     print("targets; 'needs MFU' = the MFU xgrad needs for the ratio goal at torch's "
-          "measured MFU (fwd: forward only); MFU against the FMA peak")
+          "measured MFU (fwd: forward only); MFU against the FMA peak; a Llama row's "
+          "'vs GPT': the GPT row of its config and threads, met at its ratio and MFU or above")
     print(hdr)
     print("-" * (len(hdr) + 6))
     for t in out:
-        print(f"{t['config']:<7} {t['threads']:>3} "
+        vs_gpt = (f"{t['gpt_ratio']:.2f}, {pct(t['gpt_mfu'])}: {t['vs_gpt_verdict']}"
+                  if t["gpt_ratio"] is not None else "")
+        print(f"{t['arch']:<5} {t['config']:<7} {t['threads']:>3} "
               f"{t['ratio']:>6.2f} / {t['ratio_target']:>3.1f} {pct(t['ratio_needs_mfu']):>9} "
               f"{t['ratio_verdict']:<17} {pct(t['mfu']):>6} / {pct(t['mfu_target']):>6} "
               f"{t['mfu_verdict']:<5} {fmt(t['forward_ratio'], '>5.2f'):>5} / {FORWARD_TARGET:>3.1f} "
               f"{pct(t['forward_mfu']):>7} {pct(t['forward_ratio_needs_mfu']):>7} "
               f"{t['forward_verdict']:<17} {fmt(t['rss_fraction'], '>5.2f'):>5} / "
-              f"{RSS_TARGET:>4.2f} {t['rss_verdict']}")
+              f"{RSS_TARGET:>4.2f} {t['rss_verdict']:<5}  {vs_gpt}")
     return out
 
 
@@ -369,7 +392,7 @@ def check_losses(base_path, variant_path, log_path=None):
     mode = var.get("torch_mode") or os.path.basename(variant_path)
     losses = lambda r: " ".join(f"{r[k]:.6f}" for k in keys) if have else "-"
     threads = var.get("threads_requested", var.get("threads", "?"))
-    line = (f"loss check {var.get('config', '?')} {threads} thr, {mode}: "
+    line = (f"loss check {arch_of(var)} {var.get('config', '?')} {threads} thr, {mode}: "
             f"first/last {losses(var)} (OpenBLAS {var.get('openblas_core')}) vs {losses(base)} "
             f"(OpenBLAS {base.get('openblas_core')}): max |diff| "
             + (f"{diff:.1e} {'<=' if ok else '>'} {LOSS_TOLERANCE:.0e}" if have else "n/a")
@@ -377,7 +400,7 @@ def check_losses(base_path, variant_path, log_path=None):
     print(line)
     if log_path:
         with open(log_path, "a") as f:
-            f.write(json.dumps({"config": var.get("config"), "threads": threads,
+            f.write(json.dumps({"arch": arch_of(var), "config": var.get("config"), "threads": threads,
                                 "torch_mode": mode, "base_core": base.get("openblas_core"),
                                 "variant_core": var.get("openblas_core"), "max_abs_diff": diff,
                                 "ok": ok, "line": line}) + "\n")

@@ -57,6 +57,9 @@ std::vector<ComposedCase> cases() {
     c.push_back({"gelu/" + a, {{4, 9}}, [a](const V& x) { return gelu(x[0] * 2.0, a); }});
     c.push_back({"gelu/" + a + "/strided", {{4, 9}}, [a](const V& x) { return gelu(strided(x[0]), a); }});
   }
+  // ---- elementwise_math.cpp
+  c.push_back({"silu", {{5, 6}}, [](const V& x) { return silu(x[0] * 3.0); }});
+  c.push_back({"silu/strided", {{4, 9}}, [](const V& x) { return silu(strided(x[0])); }});
   // ---- nn_functional.cpp
   c.push_back({"dropout/p0.3", {{6, 7}}, [](const V& x) {
                  Generator g(5);

@@ -1,5 +1,6 @@
 // core/src/kernels/activation_kernel.h (private, the kernel floor): the forward/backward
-// kernel pairs of core/src/ops/activation.cpp: softmax and log_softmax, relu, sigmoid, gelu.
+// kernel pairs of core/src/ops/activation.cpp: softmax and log_softmax, relu, sigmoid, gelu;
+// and silu's backward (its forward is elementwise_math.cpp's map).
 //
 // Each pair reads and writes contiguous tensors of one float dtype (the op checks the dtype
 // and makes its operands contiguous), splits the work over xgrad's threads and runs the
@@ -236,6 +237,25 @@ inline void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx, b
       else
         vec::map2(pdy + lo, px + lo, pdx + lo, hi - lo,
                   [](auto d, auto v) { return d * vec::gelu_erf_grad<T>(v); });
+    });
+  });
+}
+
+// dx = dy * silu'(x) = dy * s * (1 + x * (1 - s)) with s = sigmoid(x), evaluated again from
+// x in the loop that multiplies it by dy.
+inline void silu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  dispatch_float(x.dtype(), "silu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    const T* pdy = dy.data_ptr<T>();
+    T* pdx = dx.data_ptr<T>();
+    parallel_elems(dx.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      vec::map2(pdy + lo, px + lo, pdx + lo, hi - lo, [](auto d, auto v) {
+        using V = decltype(v);
+        const V one(T(1));
+        const V s = one / (one + vec::vexp(-v));
+        return d * s * (one + v * (one - s));
+      });
     });
   });
 }

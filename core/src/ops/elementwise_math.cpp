@@ -4,7 +4,9 @@
 // The unary maps run kernels::map_unary (elementwise_kernel.h): xsimd's sin, cos, log1p,
 // expm1, erf and exp on batches for a contiguous input (f is called with batches and with
 // scalars, so it calls the math function unqualified after `using std::sin;`), the strided
-// row loop otherwise. Each backward is written with recorded ops (each differentiable itself).
+// row loop otherwise. Each backward is written with recorded ops (each differentiable itself);
+// silu's also has a fused kernel (activation_kernel.h) that an ordinary backward (grad mode
+// off) runs instead, as activation.cpp's ops do.
 //
 // dtypes as torch's: sin, cos, log1p, expm1, erf and atan2 compute an int64 or bool input in
 // float32; silu and softplus take float32/float64 only; atan2's operands share one dtype.
@@ -14,9 +16,12 @@
 // tests/fixtures/gen_math.py.
 #include <cmath>
 #include <numbers>
+#include <utility>
 
+#include "activation_kernel.h"
 #include "elementwise_kernel.h"
 #include "kernels.h"
+#include "op_helpers.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -51,8 +56,14 @@ Tensor silu(const Tensor& a) {
   return record("SiluBackward0", out, {a}, [as = save(a)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = x * s with s = sigmoid(x), so dx = dout * s * (1 + x * (1 - s))
     const Tensor& x = as.get();
-    const Tensor s = sigmoid(x);
-    grads.add(0, mul(mul(dout, s), add(mul(x, sub(1.0, s)), 1.0)));
+    if (GradMode::is_enabled()) {  // create_graph: recorded ops, differentiable again
+      const Tensor s = sigmoid(x);
+      grads.add(0, mul(mul(dout, s), add(mul(x, sub(1.0, s)), 1.0)));
+      return;
+    }
+    Tensor dx = empty(x.shape(), x.dtype());
+    kernels::silu_backward(contig(x), contig(dout), dx);
+    grads.add(0, std::move(dx));
   });
 }
 
