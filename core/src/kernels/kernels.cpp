@@ -66,6 +66,24 @@ D convert(S x) {
   }
 }
 
+// A dense run of n elements as one block copy or one SIMD conversion; false where only the
+// element loop converts (a function template, so the branches not taken are never compiled).
+template <class D, class S>
+bool copy_dense_run(D* o, const S* x, int64_t n) {
+  if constexpr (std::is_same_v<D, S>) {
+    std::memcpy(o, x, static_cast<std::size_t>(n) * sizeof(D));
+    return true;
+  } else if constexpr (std::is_same_v<D, Bf16> && std::is_same_v<S, float>) {
+    float_to_bf16_n(x, &o->bits, n);
+    return true;
+  } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Bf16>) {
+    bf16_to_float_n(&x->bits, o, n);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 }  // namespace
 
 void copy_into(const Tensor& dst, const Tensor& src) {
@@ -81,18 +99,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
           [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
             D* o = pd + off[0];
             const S* x = ps + off[1];
-            if (in[0] == 1 && in[1] == 1) {
-              if constexpr (std::is_same_v<D, S>) {
-                std::memcpy(o, x, static_cast<std::size_t>(n) * sizeof(D));
-                return;
-              } else if constexpr (std::is_same_v<D, Bf16> && std::is_same_v<S, float>) {
-                float_to_bf16_n(x, &o->bits, n);
-                return;
-              } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Bf16>) {
-                bf16_to_float_n(&x->bits, o, n);
-                return;
-              }
-            }
+            if (in[0] == 1 && in[1] == 1 && copy_dense_run(o, x, n)) return;
             for (int64_t i = 0; i < n; ++i) o[i * in[0]] = convert<D>(x[i * in[1]]);
           });
     });
