@@ -78,19 +78,12 @@ Tensor GPTModel::forward(const Tensor& in_idx, KVCache& cache) {
 }
 
 Tensor GPTModel::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts) {
-  if (opts.seed) {
-    Generator gen(*opts.seed);
-    return generate(idx, max_new_tokens, opts, gen);
-  }
-  return generate(idx, max_new_tokens, opts, default_generator());
+  return generate_with(*this, idx, max_new_tokens, opts, nullptr);
 }
 
 Tensor GPTModel::generate(const Tensor& idx, int64_t max_new_tokens, const GenerateOptions& opts,
                           Generator& gen, const std::function<void(const Tensor&)>& on_logits) {
-  const LanguageModelForwards lm{cfg.context_length, cfg.vocab_size,
-                                 [this](const Tensor& ids) { return forward(ids); },
-                                 [this](const Tensor& ids, KVCache& cache) { return forward(ids, cache); }};
-  return generate_tokens(*this, lm, idx, max_new_tokens, opts, gen, on_logits);
+  return generate_with(*this, idx, max_new_tokens, opts, &gen, on_logits);
 }
 
 }  // namespace xgrad::nn
