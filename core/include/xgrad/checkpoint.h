@@ -37,6 +37,8 @@
 // - Gradients reach boundary tensors in backward() and autograd::grad; a pass that creates a
 //   graph (create_graph, double backward) through a checkpoint throws.
 // - fn must not modify its inputs or other outside tensors in place.
+// - fn is kept (copied) until the backward runs it again: what it captures by reference must
+//   outlive that backward; capture tensors by value.
 #pragma once
 #include <functional>
 #include <vector>
