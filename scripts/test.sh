@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # scripts/test.sh: build xgrad and run its tests.
 #
-#   scripts/test.sh              the normal suite: Release build in build/, ctest, then
+#   scripts/test.sh              the normal suite, then the consumer (below) from the same build
+#   scripts/test.sh --normal     the normal suite alone: Release build in build/, ctest, then
 #                                scripts/check_architecture.sh (docs/architecture.md's layers)
 #   scripts/test.sh --consumer   install the library into a temporary prefix, then build and run
 #                                tests/consumer (find_package(xgrad) + xgrad::xgrad)
 #   scripts/test.sh --sanitize   ASan + UBSan build (Debug, -Og) in build-asan/, no examples/bench
-#   scripts/test.sh --all        normal, then consumer, then sanitize (what CI runs)
+#   scripts/test.sh --all        normal, then consumer, then sanitize
 #
 # Flags combine (--consumer --sanitize). Dependencies are checked first (scripts/deps.sh).
 # A suite stops at its first failing stage; the next suite still runs; the exit status is
@@ -45,7 +46,8 @@ for arg in "$@"; do
     *) echo "test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
-if (( run_normal + run_consumer + run_sanitize == 0 )); then run_normal=1; fi
+# no flag: the normal suite and the consumer, which then installs the library just built
+if (( run_normal + run_consumer + run_sanitize == 0 )); then run_normal=1 run_consumer=1; fi
 
 # ---- stage bookkeeping. Each stage runs in a subshell with `set -e`, timed. A stage is
 # always called as a plain statement (never in `if`, `&&` or `||`: bash ignores `set -e`
