@@ -71,7 +71,9 @@ template <class O, class F>
 void for_each_train_flag(O& o, F&& f) {
   const int saved = kSaved | kShowDefault;
   f(Flag{"arch", "gpt or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention)", kShowDefault}, o.arch);
-  f(Flag{"preset", "model size: tiny, small, medium, llama-tiny, llama-small, llama-medium (README)", saved},
+  f(Flag{"preset",
+         "model size: tiny, small, medium, gpt2 (124M), llama-tiny, llama-small, llama-medium (README)",
+         saved},
     o.preset);
   for_each_model_field([&](const Flag& flag, auto member) { f(flag, o.model.*member); });
   f(Flag{"batch-size", "sequences per step (preset)", kSaved | kPreset, ints(1, 1e12)}, o.batch_size);
@@ -232,27 +234,40 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
     const char* name;
     GPTConfig model;
     int64_t batch_size;
+    const char* tokenizer = nullptr;  // the tokenizer it comes with; null: the --tokenizer default
   };
   static const Preset presets[] = {
       {"tiny", {.context_length = 64, .emb_dim = 64, .n_heads = 4, .n_layers = 2, .drop_rate = 0.1}, 32},
       {"small", {.context_length = 128, .emb_dim = 128, .n_heads = 4, .n_layers = 4, .drop_rate = 0.1}, 16},
       {"medium", {.context_length = 256, .emb_dim = 384, .n_heads = 6, .n_layers = 6, .drop_rate = 0.1}, 8},
+      // GPT-2 small (124M): the book's GPT_CONFIG_124M, output head tied to the token embedding
+      {"gpt2",
+       {.context_length = 1024,
+        .emb_dim = 768,
+        .n_heads = 12,
+        .n_layers = 12,
+        .drop_rate = 0.1,
+        .tie_weights = true},
+       8,
+       "gpt2"},
   };
   const bool llama = preset.starts_with("llama-");  // the GPT preset's sizes, without dropout
   if (llama != (o.arch == "llama") && o.explicit_flags.count("arch"))
     config_error("--preset ", preset, " is not for --arch ", o.arch);
   for (const Preset& p : presets) {
-    if (preset != (llama ? "llama-" : "") + std::string(p.name)) continue;
+    if (preset != (llama ? "llama-" : "") + std::string(p.name) || (llama && p.tokenizer)) continue;
     o.preset = preset;
     if (!o.explicit_flags.count("arch")) o.arch = llama ? "llama" : "gpt";
     for_each_model_field([&](const Flag& flag, auto member) {
       if ((flag.attrs & kPreset) && !o.explicit_flags.count(flag.name)) o.model.*member = p.model.*member;
     });
+    if (p.model.tie_weights) o.model.tie_weights = true;
     if (llama && !o.explicit_flags.count("drop-rate")) o.model.drop_rate = 0;
     if (!o.explicit_flags.count("batch-size")) o.batch_size = p.batch_size;
+    if (p.tokenizer && !o.explicit_flags.count("tokenizer")) o.tokenizer.kind = p.tokenizer;
     return;
   }
-  config_error("--preset must be [llama-]tiny, [llama-]small or [llama-]medium, got '", preset, "'");
+  config_error("--preset must be [llama-]tiny, [llama-]small, [llama-]medium or gpt2, got '", preset, "'");
 }
 
 void validate(const TrainOptions& o) {

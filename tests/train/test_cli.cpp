@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include "memory.h"
 #include "options.h"
 #include "progress.h"
 #include "train.h"
@@ -78,6 +79,26 @@ TEST_F(CliTest, PresetsAndOverrides) {
   EXPECT_EQ(p.train.batch_size, 2);
   EXPECT_TRUE(p.train.explicit_flags.count("emb-dim"));
   EXPECT_FALSE(p.train.explicit_flags.count("n-heads"));
+
+  // gpt2: GPT-2 small, tied, with GPT-2's tokenizer: 124,412,160 parameters at its 50,257 tokens
+  p = parse_cli(argv_of({"train", "--preset", "gpt2"}));
+  ASSERT_EQ(p.kind, CliParse::kTrain);
+  EXPECT_EQ(p.train.model.context_length, 1024);
+  EXPECT_EQ(p.train.model.emb_dim, 768);
+  EXPECT_EQ(p.train.model.n_heads, 12);
+  EXPECT_EQ(p.train.model.n_layers, 12);
+  EXPECT_TRUE(p.train.model.tie_weights);
+  EXPECT_FALSE(p.train.model.qkv_bias);
+  EXPECT_EQ(p.train.batch_size, 8);
+  EXPECT_EQ(p.train.tokenizer.kind, "gpt2");
+  GPTConfig gpt2 = p.train.model;
+  gpt2.vocab_size = 50257;
+  EXPECT_EQ(estimate_training_memory(gpt2, 8).parameters, 124412160.0);
+  EXPECT_EQ(parse_cli(argv_of({"train", "--preset", "gpt2", "--tokenizer", "char"})).train.tokenizer.kind,
+            "char");
+  EXPECT_EQ(parse_cli(argv_of({"train", "--preset", "medium"})).train.tokenizer.kind, "char");
+  EXPECT_FALSE(parse_cli(argv_of({"train", "--preset", "medium"})).train.model.tie_weights);
+  EXPECT_EQ(parse_cli(argv_of({"train", "--preset", "llama-gpt2"})).kind, CliParse::kExit);
 
   p = parse_cli(argv_of({"train"}));  // default preset: small
   EXPECT_EQ(p.train.model.context_length, 128);
