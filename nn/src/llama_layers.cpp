@@ -56,8 +56,8 @@ LlamaFeedForward::LlamaFeedForward(int64_t emb_dim, int64_t hidden_dim) {
 }
 
 Tensor LlamaFeedForward::forward(const Tensor& x) {
-  Tensor gate = silu(fc1(x));  // (*, hidden_dim)
-  return fc3(gate * fc2(x));   // (*, emb_dim)
+  Tensor gate = fc1(x), up = fc2(x);  // (*, hidden_dim) each
+  return fc3(silu_mul(gate, up));     // fc3(silu(gate) * up): (*, emb_dim)
 }
 
 }  // namespace xgrad::nn

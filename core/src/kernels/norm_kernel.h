@@ -87,8 +87,8 @@ inline void backward_row(const T* x, const T* d, const T* w, T rs, T* dx, T* dw,
 
 // y = x * rstd * w row by row (M rows of N), saving each row's rstd (M), computed in double
 // from the row's mean square as torch's 1 / sqrt(mean(x^2) + eps).
-inline void rms_norm_forward(const Tensor& x, const Tensor& w, double eps, int64_t M, int64_t N, const Tensor& y,
-                             const Tensor& rstd) {
+inline void rms_norm_forward(const Tensor& x, const Tensor& w, double eps, int64_t M, int64_t N,
+                             const Tensor& y, const Tensor& rstd) {
   dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -110,8 +110,8 @@ inline void rms_norm_forward(const Tensor& x, const Tensor& w, double eps, int64
 // dx (M, N) and the zeroed dw (N); either may be undefined (not wanted). Rows go in fixed
 // blocks of kRmsNormRowBlock, each computing dx for its rows and its own partial dw (its rows
 // in order); dw adds the partials in block order, whatever the thread count.
-inline void rms_norm_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& rstd, int64_t M,
-                              int64_t N, const Tensor& dx, const Tensor& dw) {
+inline void rms_norm_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& rstd,
+                              int64_t M, int64_t N, const Tensor& dx, const Tensor& dw) {
   dispatch_float(x.dtype(), "rms_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();

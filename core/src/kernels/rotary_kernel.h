@@ -76,8 +76,8 @@ void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* 
 inline void rotary_emb_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) {
   dispatch_float(x.dtype(), "apply_rotary_emb", [&](auto tag) {
     using T = decltype(tag);
-    rotary::rotate_rows<T, false>(x.data_ptr<T>(), x.shape(), x.strides(), cos.data_ptr<T>(), sin.data_ptr<T>(),
-                                  out.data_ptr<T>());
+    rotary::rotate_rows<T, false>(x.data_ptr<T>(), x.shape(), x.strides(), cos.data_ptr<T>(),
+                                  sin.data_ptr<T>(), out.data_ptr<T>());
   });
 }
 

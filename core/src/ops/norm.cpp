@@ -46,18 +46,20 @@ void check_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor
   bool ok = x.dim() >= k;
   for (int64_t i = 0; ok && i < k; ++i) ok = x.shape()[x.dim() - k + i] == normalized_shape[i];
   if (!ok)
-    fail("rms_norm", "normalized_shape ", normalized_shape, " does not match the trailing dims of input shape ",
-         x.shape());
+    fail("rms_norm", "normalized_shape ", normalized_shape,
+         " does not match the trailing dims of input shape ", x.shape());
   kernels::check_floating("rms_norm", x);
   if (!weight.defined()) return;
   if (weight.shape() != normalized_shape)
-    fail("rms_norm", "weight of shape ", weight.shape(), " does not match normalized_shape ", normalized_shape);
+    fail("rms_norm", "weight of shape ", weight.shape(), " does not match normalized_shape ",
+         normalized_shape);
   check_same_dtype("rms_norm", x, weight);
 }
 
 }  // namespace
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
   profiler::RecordFunction rec("rms_norm");
   check_rms_norm(x, normalized_shape, weight);
   // torch.finfo(x.dtype).eps when eps is None
@@ -69,25 +71,25 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   Tensor out = empty(x.shape(), x.dtype());
   Tensor rstd = empty({M}, x.dtype());
   kernels::rms_norm_forward(contig(x), weight.defined() ? contig(weight) : Tensor(), e, M, N, out, rstd);
-  return record("RmsNormBackward0", out, {x, weight},
-                [xs = save(x), ws = save(weight), rstd, normalized_shape, M, N, e](const Tensor& dout,
-                                                                                   Grads& grads) {
-                  // in the forward pass y = xhat * w with xhat = x * rstd, so
-                  //   dweight = sum_rows(dy * xhat), dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w
-                  const Tensor w = ws.defined() ? ws.get() : Tensor();
-                  if (GradMode::is_enabled()) {
-                    rms_norm_backward_recorded(xs.get(), w, dout, static_cast<int64_t>(normalized_shape.size()),
-                                               e, grads);
-                    return;
-                  }
-                  const DType dt = xs.get().dtype();
-                  Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
-                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
-                  kernels::rms_norm_backward(contig(xs.get()), w.defined() ? contig(w) : Tensor(), contig(dout),
-                                             rstd, M, N, dx, dw);
-                  if (dx.defined()) grads.add(0, std::move(dx));
-                  if (dw.defined()) grads.add(1, std::move(dw));
-                });
+  return record(
+      "RmsNormBackward0", out, {x, weight},
+      [xs = save(x), ws = save(weight), rstd, normalized_shape, M, N, e](const Tensor& dout, Grads& grads) {
+        // in the forward pass y = xhat * w with xhat = x * rstd, so
+        //   dweight = sum_rows(dy * xhat), dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w
+        const Tensor w = ws.defined() ? ws.get() : Tensor();
+        if (GradMode::is_enabled()) {
+          rms_norm_backward_recorded(xs.get(), w, dout, static_cast<int64_t>(normalized_shape.size()), e,
+                                     grads);
+          return;
+        }
+        const DType dt = xs.get().dtype();
+        Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
+        Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
+        kernels::rms_norm_backward(contig(xs.get()), w.defined() ? contig(w) : Tensor(), contig(dout), rstd,
+                                   M, N, dx, dw);
+        if (dx.defined()) grads.add(0, std::move(dx));
+        if (dw.defined()) grads.add(1, std::move(dw));
+      });
 }
 
 }  // namespace xgrad

@@ -55,10 +55,10 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   const bool tables_grad = cos.requires_grad() || sin.requires_grad();  // x is saved for them only
   return record("RotaryEmbBackward0", out, {x, cos, sin},
                 [xs = save(tables_grad ? x : Tensor()), cs = save(cos), ss = save(sin)](const Tensor& dout,
-                                                                                       Grads& grads) {
+                                                                                        Grads& grads) {
                   // in the forward pass out = x * cos + rotate_half(x) * sin, so
-                  //   dx = dout * cos - rotate_half(dout * sin), dcos = dout * x, dsin = dout * rotate_half(x)
-                  //   (the last two summed over x's leading dims)
+                  //   dx = dout * cos - rotate_half(dout * sin), dcos = dout * x, dsin = dout *
+                  //   rotate_half(x) (the last two summed over x's leading dims)
                   const Tensor c = cs.get(), s = ss.get();
                   if (grads.wants(0)) {
                     if (GradMode::is_enabled()) {

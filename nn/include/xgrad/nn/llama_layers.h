@@ -41,7 +41,7 @@ class RMSNorm : public Module {
 };
 
 // The book's Llama FeedForward (SwiGLU), (*, emb_dim) -> (*, emb_dim):
-//   fc3(silu(fc1(x)) * fc2(x))
+//   fc3(silu(fc1(x)) * fc2(x))     (the product by the fused op silu_mul, xgrad/ops.h)
 // fc1, fc2: Linear(emb_dim, hidden_dim), fc3: Linear(hidden_dim, emb_dim), all without bias,
 // created in that order (so manual_seed initialises them like torch). Named apart from the
 // GPT FeedForward of transformer.h.

@@ -1,6 +1,6 @@
-// tests/core/gradcheck_rows_norm_rotary.cpp: gradcheck rows for rms_norm and apply_rotary_emb
-// (core/src/ops/norm.cpp, rotary.cpp). The rotary tables are random leaves here (not cos and
-// sin of angles), so their gradients are checked too; rows named */x_only keep them constant.
+// tests/core/gradcheck_rows_llama_ops.cpp: gradcheck rows for rms_norm, apply_rotary_emb and
+// silu_mul (core/src/ops/norm.cpp, rotary.cpp, silu_mul.cpp). The rotary tables are random leaves here (not
+// cos and sin of angles), so their gradients are checked too; rows named */x_only keep them constant.
 #include "gradcheck_table.h"
 
 namespace xgrad::testing {
@@ -9,7 +9,7 @@ namespace {
 using V = std::vector<Tensor>;
 }  // namespace
 
-std::vector<GradcheckRow> norm_rotary_rows() {
+std::vector<GradcheckRow> llama_ops_rows() {
   std::vector<GradcheckRow> rows;
   // ---- rms_norm
   rows.push_back({"rms_norm/2d",
@@ -29,7 +29,10 @@ std::vector<GradcheckRow> norm_rotary_rows() {
                     return V{noncontig({5, 6}), inputs({{6}})[0]};
                   },
                   [](const V& x) { return rms_norm(x[0], {6}, x[1]); }});
-  rows.push_back({"rms_norm/no_weight", [] { return inputs({{4, 7}}); },
+  rows.push_back({"rms_norm/no_weight",
+                  [] {
+                    return inputs({{4, 7}});
+                  },
                   [](const V& x) { return rms_norm(x[0], {7}); }});
   rows.push_back({"rms_norm/wide",
                   [] {
@@ -53,9 +56,7 @@ std::vector<GradcheckRow> norm_rotary_rows() {
                   [] {
                     return inputs({{2, 5, 3, 4}, {5, 4}, {5, 4}});
                   },
-                  [](const V& x) {
-                    return apply_rotary_emb(x[0].transpose(1, 2), x[1], x[2]);
-                  }});
+                  [](const V& x) { return apply_rotary_emb(x[0].transpose(1, 2), x[1], x[2]); }});
   rows.push_back({"apply_rotary_emb/wide/x_only",
                   [] {
                     return inputs({{2, 3, 40}});
@@ -69,9 +70,21 @@ std::vector<GradcheckRow> norm_rotary_rows() {
                     return inputs({{5, 2}, {5, 2}, {5, 2}});
                   },
                   [](const V& x) { return apply_rotary_emb(x[0], x[1], x[2]); }});
+
+  // ---- silu_mul
+  rows.push_back({"silu_mul/2d",
+                  [] {
+                    return inputs({{4, 5}, {4, 5}});
+                  },
+                  [](const V& x) { return silu_mul(x[0] * 3.0, x[1]); }});
+  rows.push_back({"silu_mul/noncontig",
+                  [] {
+                    return V{noncontig({5, 6}), inputs({{5, 6}})[0]};
+                  },
+                  [](const V& x) { return silu_mul(x[0], x[1]); }});
   return rows;
 }
 
-INSTANTIATE_TEST_SUITE_P(NormRotary, OpGradcheck, ::testing::ValuesIn(norm_rotary_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(LlamaOps, OpGradcheck, ::testing::ValuesIn(llama_ops_rows()), row_name);
 
 }  // namespace xgrad::testing

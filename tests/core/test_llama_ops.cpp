@@ -1,12 +1,12 @@
-// tests/core/test_rms_norm_rotary.cpp: the fused ops rms_norm and apply_rotary_emb
-// (core/src/ops/norm.cpp, rotary.cpp).
-//  - against torch (tests/fixtures/gen_rms_norm_rotary.py): outputs and every input's gradient;
+// tests/core/test_llama_ops.cpp: the fused ops a Llama runs, rms_norm, apply_rotary_emb and
+// silu_mul (core/src/ops/norm.cpp, rotary.cpp, silu_mul.cpp).
+//  - against torch (tests/fixtures/gen_llama_ops.py): outputs and every input's gradient;
 //  - against their composition from primitive ops (the formula the fused kernels replace),
 //    float64 and float32, forward and backward;
 //  - the backward's two paths (the kernel; recorded ops under create_graph) agree;
 //  - the same bits at 1 and 2 threads;
 //  - bad shapes and dtypes throw naming the op and the shapes.
-// Their gradchecks (and gradgradchecks) are rows in gradcheck_rows_norm_rotary.cpp.
+// Their gradchecks (and gradgradchecks) are rows in gradcheck_rows_llama_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -30,7 +30,8 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
     ADD_FAILURE() << "expected an xgrad::Error";
   } catch (const Error& e) {
     const std::string what = e.what();
-    for (const std::string& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' in: " << what;
+    for (const std::string& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' in: " << what;
   }
 }
 
@@ -52,7 +53,7 @@ Tensor strided(const Tensor& x) { return x.transpose(-1, -2).contiguous().transp
 
 // ---------------------------------------------------------------- against torch
 const Fixture& fixture() {
-  static const Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/rms_norm_rotary.txt");
+  static const Fixture fx = read_fixture(XGRAD_FIXTURES_DIR "/llama_ops.txt");
   return fx;
 }
 
@@ -60,30 +61,41 @@ void check_torch_case(const std::string& name, int n_inputs, const std::function
   SCOPED_TRACE(name);
   const Fixture& fx = fixture();
   V in;
-  for (int i = 0; i < n_inputs; ++i) in.push_back(fx.get(name + ".in" + std::to_string(i)).clone().requires_grad_());
+  for (int i = 0; i < n_inputs; ++i)
+    in.push_back(fx.get(name + ".in" + std::to_string(i)).clone().requires_grad_());
   const Tensor out = fn(in);
   const bool f64 = out.dtype() == kFloat64;
   const double rtol = f64 ? 1e-12 : 1e-5, atol = f64 ? 1e-13 : 1e-6;
   expect_close(out, fx.get(name + ".out"), rtol, atol, name + ".out");
   out.backward(fx.get(name + ".dout"));
   for (int i = 0; i < n_inputs; ++i)
-    expect_close(in[static_cast<std::size_t>(i)].grad(), fx.get(name + ".grad" + std::to_string(i)), rtol, atol,
-                 name + ".grad" + std::to_string(i));
+    expect_close(in[static_cast<std::size_t>(i)].grad(), fx.get(name + ".grad" + std::to_string(i)), rtol,
+                 atol, name + ".grad" + std::to_string(i));
 }
 
 TEST(RmsNorm, MatchesTorch) {
   for (const std::string tag : {"f32", "f64"}) {
-    check_torch_case("rms_norm.weight." + tag, 2, [](const V& x) { return rms_norm(x[0], {37}, x[1], 1e-5); });
+    check_torch_case("rms_norm.weight." + tag, 2,
+                     [](const V& x) { return rms_norm(x[0], {37}, x[1], 1e-5); });
     check_torch_case("rms_norm.default_eps." + tag, 1, [](const V& x) { return rms_norm(x[0], {16}); });
-    check_torch_case("rms_norm.two_dims." + tag, 2, [](const V& x) { return rms_norm(x[0], {3, 8}, x[1], 1e-6); });
-    check_torch_case("rms_norm.row_blocks." + tag, 2, [](const V& x) { return rms_norm(x[0], {6}, x[1], 1e-5); });
+    check_torch_case("rms_norm.two_dims." + tag, 2, [](const V& x) {
+      return rms_norm(x[0], {3, 8}, x[1], 1e-6);
+    });
+    check_torch_case("rms_norm.row_blocks." + tag, 2,
+                     [](const V& x) { return rms_norm(x[0], {6}, x[1], 1e-5); });
   }
 }
 
 TEST(ApplyRotaryEmb, MatchesTorch) {
   for (const std::string tag : {"f32", "f64"})
     for (const std::string c : {"bhtd", "wide", "3d_tables"})
-      check_torch_case("rotary." + c + "." + tag, 3, [](const V& x) { return apply_rotary_emb(x[0], x[1], x[2]); });
+      check_torch_case("rotary." + c + "." + tag, 3,
+                       [](const V& x) { return apply_rotary_emb(x[0], x[1], x[2]); });
+}
+
+TEST(SiluMul, MatchesTorch) {
+  for (const std::string tag : {"f32", "f64"})
+    check_torch_case("silu_mul." + tag, 2, [](const V& x) { return silu_mul(x[0], x[1]); });
 }
 
 // ---------------------------------------------------------------- fused vs composed
@@ -105,7 +117,9 @@ std::vector<TwinCase> twin_cases() {
                [](const V& x) { return rms_norm_composed(strided(x[0]), 1, Tensor(), 1e-6); }});
   c.push_back({"rms_norm/two_dims",
                {{2, 4, 3}, {4, 3}},
-               [](const V& x) { return rms_norm(x[0], {4, 3}, x[1], 1e-3); },
+               [](const V& x) {
+                 return rms_norm(x[0], {4, 3}, x[1], 1e-3);
+               },
                [](const V& x) { return rms_norm_composed(x[0], 2, x[1], 1e-3); }});
   c.push_back({"rms_norm/row_blocks",
                {{130, 64}, {64}},
@@ -128,6 +142,14 @@ std::vector<TwinCase> twin_cases() {
                {{3, 6, 4}, {6, 4}, {6, 4}},
                [](const V& x) { return apply_rotary_emb(strided(x[0]), x[1], x[2]); },
                [](const V& x) { return rotary_composed(strided(x[0]), x[1], x[2]); }});
+  c.push_back({"silu_mul",
+               {{5, 37}, {5, 37}},
+               [](const V& x) { return silu_mul(x[0] * 4.0, x[1]); },
+               [](const V& x) { return silu(x[0] * 4.0) * x[1]; }});
+  c.push_back({"silu_mul/strided",
+               {{6, 9}, {6, 9}},
+               [](const V& x) { return silu_mul(strided(x[0]), x[1]); },
+               [](const V& x) { return silu(strided(x[0])) * x[1]; }});
   return c;
 }
 
@@ -212,7 +234,7 @@ V run_at(int threads, const std::function<Tensor(const V&)>& fn, const V& leaves
   return r;
 }
 
-TEST(RmsNormRotary, SameBitsAtAnyThreadCount) {
+TEST(LlamaOps, SameBitsAtAnyThreadCount) {
   Generator gen(3);
   // enough rows to split over threads, and several weight-gradient blocks
   const V norm_in = {randn({300, 96}, &gen).requires_grad_(), randn({96}, &gen).requires_grad_()};
@@ -220,11 +242,15 @@ TEST(RmsNormRotary, SameBitsAtAnyThreadCount) {
                     randn({8, 32}, &gen).requires_grad_(), randn({8, 32}, &gen).requires_grad_()};
   const auto norm = [](const V& x) { return rms_norm(x[0], {96}, x[1], 1e-5); };
   const auto rot = [](const V& x) { return apply_rotary_emb(x[0], x[1], x[2]); };
-  for (const auto& [fn, in] : {std::pair{std::function<Tensor(const V&)>(norm), norm_in},
-                               std::pair{std::function<Tensor(const V&)>(rot), rot_in}}) {
+  const V glu_in = {randn({300, 128}, &gen).requires_grad_(), randn({300, 128}, &gen).requires_grad_()};
+  const auto glu = [](const V& x) { return silu_mul(x[0], x[1]); };
+  using Fn = std::function<Tensor(const V&)>;
+  for (const auto& [fn, in] :
+       {std::pair{Fn(norm), norm_in}, std::pair{Fn(rot), rot_in}, std::pair{Fn(glu), glu_in}}) {
     const Tensor w = randn(fn(in).shape(), &gen);
     const V one = run_at(1, fn, in, w), two = run_at(2, fn, in, w);
-    for (std::size_t i = 0; i < one.size(); ++i) expect_close(two[i], one[i], 0, 0, "result " + std::to_string(i));
+    for (std::size_t i = 0; i < one.size(); ++i)
+      expect_close(two[i], one[i], 0, 0, "result " + std::to_string(i));
   }
 }
 
@@ -235,15 +261,17 @@ TEST(RmsNorm, DefaultEpsIsTheDtypesMachineEpsilon) {
   for (DType dt : {kFloat32, kFloat64}) {
     Tensor x = zeros({1, 4}, dt).requires_grad_();
     rms_norm(x, {4}).backward(ones({1, 4}, dt));
-    const double eps = dt == kFloat32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+    const double eps =
+        dt == kFloat32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
     expect_close(x.grad(), full({1, 4}, 1.0 / std::sqrt(eps), dt), 1e-6, 0, "dx at x = 0");
   }
 }
 
-TEST(RmsNorm, GradFnNames) {
+TEST(LlamaOps, GradFnNames) {
   Tensor x = randn({2, 4}).requires_grad_();
   EXPECT_EQ(rms_norm(x, {4}).grad_fn_name(), "RmsNormBackward0");
   EXPECT_EQ(apply_rotary_emb(x, ones({2, 4}), zeros({2, 4})).grad_fn_name(), "RotaryEmbBackward0");
+  EXPECT_EQ(silu_mul(x, x).grad_fn_name(), "SiluMulBackward0");
 }
 
 // with cos = 1 and sin = 0 the rotation is the identity; with cos = 0, sin = 1 it is
@@ -271,15 +299,38 @@ TEST(RmsNorm, Errors) {
 TEST(ApplyRotaryEmb, Errors) {
   const Tensor t = zeros({5, 8});
   expect_error([&] { apply_rotary_emb(zeros({8}), t, t); }, {"apply_rotary_emb", "[8]"});
-  expect_error([&] { apply_rotary_emb(zeros({2, 5, 7}), zeros({5, 7}), zeros({5, 7})); },
-               {"apply_rotary_emb", "even", "[2, 5, 7]"});
-  expect_error([&] { apply_rotary_emb(zeros({2, 4, 8}), t, t); }, {"apply_rotary_emb", "[2, 4, 8]", "[5, 8]"});
-  expect_error([&] { apply_rotary_emb(zeros({2, 5, 8}), t, zeros({5, 6})); },
-               {"apply_rotary_emb", "[2, 5, 8]", "[5, 6]"});
-  expect_error([&] { apply_rotary_emb(zeros({2, 5, 8}), zeros({1, 5, 8}), zeros({1, 5, 8})); },
-               {"apply_rotary_emb", "[1, 5, 8]"});
-  expect_error([&] { apply_rotary_emb(zeros({2, 5, 8}, kFloat64), t, t); }, {"apply_rotary_emb", "float64", "float32"});
+  expect_error(
+      [&] {
+        apply_rotary_emb(zeros({2, 5, 7}), zeros({5, 7}), zeros({5, 7}));
+      },
+      {"apply_rotary_emb", "even", "[2, 5, 7]"});
+  expect_error(
+      [&] {
+        apply_rotary_emb(zeros({2, 4, 8}), t, t);
+      },
+      {"apply_rotary_emb", "[2, 4, 8]", "[5, 8]"});
+  expect_error(
+      [&] {
+        apply_rotary_emb(zeros({2, 5, 8}), t, zeros({5, 6}));
+      },
+      {"apply_rotary_emb", "[2, 5, 8]", "[5, 6]"});
+  expect_error(
+      [&] {
+        apply_rotary_emb(zeros({2, 5, 8}), zeros({1, 5, 8}), zeros({1, 5, 8}));
+      },
+      {"apply_rotary_emb", "[1, 5, 8]"});
+  expect_error(
+      [&] {
+        apply_rotary_emb(zeros({2, 5, 8}, kFloat64), t, t);
+      },
+      {"apply_rotary_emb", "float64", "float32"});
   expect_error([&] { apply_rotary_emb(zeros({2, 5, 8}, kInt64), t, t); }, {"apply_rotary_emb", "int64"});
+}
+
+TEST(SiluMul, Errors) {
+  expect_error([&] { silu_mul(zeros({2, 3}), zeros({3})); }, {"silu_mul", "[2, 3]", "[3]"});
+  expect_error([&] { silu_mul(zeros({2, 3}), zeros({2, 3}, kFloat64)); }, {"silu_mul", "float32", "float64"});
+  expect_error([&] { silu_mul(zeros({2, 3}, kInt64), zeros({2, 3}, kInt64)); }, {"silu_mul", "int64"});
 }
 
 }  // namespace
