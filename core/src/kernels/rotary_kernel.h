@@ -14,6 +14,8 @@
 // the thread count or on x's layout.
 #pragma once
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -23,48 +25,71 @@ namespace xgrad::kernels {
 
 namespace rotary {
 
-// One row a = (a1, a2) in halves of h with the tables' rows c = (c1, c2), s = (s1, s2): the
-// forward's map (Transposed false) or its transpose, as above.
-template <class T, bool Transposed>
-inline void rotate_row(const T* a, const T* c, const T* s, T* out, int64_t h) {
-  using B = xsimd::batch<T>;
+// The pair map on elements i of the halves: the forward's (Transposed false) or its transpose,
+// as above. Called with batches and with scalars.
+template <bool Transposed, class V>
+inline void rotate_pair(V a1, V a2, V c1, V c2, V s1, V s2, V& o1, V& o2) {
+  if constexpr (Transposed) {
+    o1 = a1 * c1 + a2 * s2;
+    o2 = a2 * c2 - a1 * s1;
+  } else {
+    o1 = a1 * c1 - a2 * s1;
+    o2 = a2 * c2 + a1 * s2;
+  }
+}
+
+// Elements i .. of the halves in batches of B while a whole batch fits; returns the next i.
+template <class B, bool Transposed, class T>
+inline int64_t rotate_batches(const T* a, const T* c, const T* s, T* out, int64_t h, int64_t i) {
   constexpr int64_t W = static_cast<int64_t>(B::size);
-  auto pair = [&](auto a1, auto a2, auto c1, auto c2, auto s1, auto s2, auto& o1, auto& o2) {
-    if constexpr (Transposed) {
-      o1 = a1 * c1 + a2 * s2;
-      o2 = a2 * c2 - a1 * s1;
-    } else {
-      o1 = a1 * c1 - a2 * s1;
-      o2 = a2 * c2 + a1 * s2;
-    }
-  };
-  int64_t i = 0;
   for (; i + W <= h; i += W) {
     B o1, o2;
-    pair(B::load_unaligned(a + i), B::load_unaligned(a + h + i), B::load_unaligned(c + i),
-         B::load_unaligned(c + h + i), B::load_unaligned(s + i), B::load_unaligned(s + h + i), o1, o2);
+    rotate_pair<Transposed>(B::load_unaligned(a + i), B::load_unaligned(a + h + i), B::load_unaligned(c + i),
+                            B::load_unaligned(c + h + i), B::load_unaligned(s + i),
+                            B::load_unaligned(s + h + i), o1, o2);
     o1.store_unaligned(out + i);
     o2.store_unaligned(out + h + i);
   }
-  for (; i < h; ++i) pair(a[i], a[h + i], c[i], c[h + i], s[i], s[h + i], out[i], out[h + i]);
+  return i;
+}
+
+// One row a = (a1, a2) in halves of h with the tables' rows c = (c1, c2), s = (s1, s2): whole
+// batches, then half batches (a head_dim of 16 floats has halves of 8), then scalars.
+template <class T, bool Transposed>
+inline void rotate_row(const T* a, const T* c, const T* s, T* out, int64_t h) {
+  using B = xsimd::batch<T>;
+  using Half = xsimd::make_sized_batch_t<T, B::size / 2>;
+  int64_t i = rotate_batches<B, Transposed>(a, c, s, out, h, 0);
+  if constexpr (!std::is_void_v<Half>) i = rotate_batches<Half, Transposed>(a, c, s, out, h, i);
+  for (; i < h; ++i)
+    rotate_pair<Transposed>(a[i], a[h + i], c[i], c[h + i], s[i], s[h + i], out[i], out[h + i]);
 }
 
 // rotate_row over every row of x (shape `shape`, strides `strides`, last stride 1) into the
-// contiguous out of the same shape.
+// contiguous out of the same shape. A thread finds its first row's index in x's leading dims
+// once, then steps it like an odometer.
 template <class T, bool Transposed>
 void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* c, const T* s, T* out) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  const int64_t D = shape[nd - 1], t = shape[nd - 2], h = D / 2;
+  const int64_t lead = static_cast<int64_t>(shape.size()) - 1;  // x's dims before the last
+  const int64_t D = shape[lead], h = D / 2;
   const int64_t rows = D == 0 ? 0 : numel_of(shape) / D;
   parallel_rows(rows, D, kGrain, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(static_cast<std::size_t>(lead));  // row r0's index in each leading dim
+    int64_t off = 0;                                           // and its offset in x
+    for (int64_t d = lead - 1, rem = r0; d >= 0; --d) {
+      idx[d] = rem % shape[d];
+      off += idx[d] * strides[d];
+      rem /= shape[d];
+    }
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = 0;  // x's offset of row r: its index in each leading dim times that stride
-      for (int64_t d = nd - 2, rem = r; d >= 0; --d) {
-        off += (rem % shape[d]) * strides[d];
-        rem /= shape[d];
-      }
-      const int64_t p = r % t;  // the row's position
+      const int64_t p = idx[lead - 1];  // the row's position: its index in dim -2
       rotate_row<T, Transposed>(x + off, c + p * D, s + p * D, out + r * D, h);
+      for (int64_t d = lead - 1; d >= 0; --d) {  // the next row
+        off += strides[d];
+        if (++idx[d] < shape[d]) break;
+        off -= idx[d] * strides[d];
+        idx[d] = 0;
+      }
     }
   });
 }
