@@ -236,9 +236,10 @@ V run_at(int threads, const std::function<Tensor(const V&)>& fn, const V& leaves
 
 TEST(LlamaOps, SameBitsAtAnyThreadCount) {
   Generator gen(3);
-  // enough rows to split over threads, and several weight-gradient blocks
-  const V norm_in = {randn({300, 96}, &gen).requires_grad_(), randn({96}, &gen).requires_grad_()};
-  const V rot_in = {randn({4, 8, 64, 32}, &gen).transpose(1, 2).requires_grad_(),
+  // enough elements for parallel_rows / parallel_elems to split each pass over two threads
+  // (rms_norm's backward: 16 blocks of 64 rows)
+  const V norm_in = {randn({1000, 96}, &gen).requires_grad_(), randn({96}, &gen).requires_grad_()};
+  const V rot_in = {randn({8, 8, 64, 32}, &gen).transpose(1, 2).requires_grad_(),
                     randn({8, 32}, &gen).requires_grad_(), randn({8, 32}, &gen).requires_grad_()};
   const auto norm = [](const V& x) { return rms_norm(x[0], {96}, x[1], 1e-5); };
   const auto rot = [](const V& x) { return apply_rotary_emb(x[0], x[1], x[2]); };

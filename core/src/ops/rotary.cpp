@@ -57,8 +57,8 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin) {
                 [xs = save(tables_grad ? x : Tensor()), cs = save(cos), ss = save(sin)](const Tensor& dout,
                                                                                         Grads& grads) {
                   // in the forward pass out = x * cos + rotate_half(x) * sin, so
-                  //   dx = dout * cos - rotate_half(dout * sin), dcos = dout * x, dsin = dout *
-                  //   rotate_half(x) (the last two summed over x's leading dims)
+                  //   dx = dout * cos - rotate_half(dout * sin)
+                  //   dcos = dout * x, dsin = dout * rotate_half(x)   (summed over x's leading dims)
                   const Tensor c = cs.get(), s = ss.get();
                   if (grads.wants(0)) {
                     if (GradMode::is_enabled()) {
