@@ -1,7 +1,6 @@
 // nn/src/llama_layers.cpp: SiLU, RMSNorm and LlamaFeedForward.
 #include "xgrad/nn/llama_layers.h"
 
-#include <limits>
 #include <memory>
 
 #include "xgrad/ops.h"
@@ -34,13 +33,7 @@ Tensor RMSNorm::forward(const Tensor& x) {
          " must match the trailing dims of the input, got input of shape ", shape);
   if (x.dtype() != kFloat32 && x.dtype() != kFloat64)
     fail("RMSNorm", "expected a float32 or float64 input, got ", dtype_name(x.dtype()), " of shape ", shape);
-  // torch.finfo(x.dtype).eps when eps is None
-  double e = eps.value_or(x.dtype() == kFloat32 ? std::numeric_limits<float>::epsilon()
-                                                : std::numeric_limits<double>::epsilon());
-  Dims dims;
-  for (int64_t i = -k; i < 0; ++i) dims.push_back(i);
-  Tensor y = x * rsqrt(x.pow(2).mean(dims, true) + e);  // the mean over the normalized dims, kept
-  return weight.defined() ? y * weight : y;
+  return rms_norm(x, normalized_shape, weight, eps);  // eps: torch.finfo(x.dtype).eps when unset
 }
 
 std::string RMSNorm::extra_repr() const {
@@ -63,8 +56,8 @@ LlamaFeedForward::LlamaFeedForward(int64_t emb_dim, int64_t hidden_dim) {
 }
 
 Tensor LlamaFeedForward::forward(const Tensor& x) {
-  Tensor gate = silu(fc1(x));  // (*, hidden_dim)
-  return fc3(gate * fc2(x));   // (*, emb_dim)
+  Tensor gate = fc1(x), up = fc2(x);  // (*, hidden_dim) each
+  return fc3(silu_mul(gate, up));     // fc3(silu(gate) * up): (*, emb_dim)
 }
 
 }  // namespace xgrad::nn

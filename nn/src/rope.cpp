@@ -99,12 +99,10 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t
          x.shape(), ") are outside the tables' context_length ", context_length, " (cos of shape ",
          cos.shape(), ")");
 
-  Tensor c = cos.narrow(0, offset, seq).to(x.dtype());  // (seq, head_dim), broadcast over batch and heads
+  // the rows of positions offset .. offset + seq - 1, (seq, head_dim), broadcast over batch and heads
+  Tensor c = cos.narrow(0, offset, seq).to(x.dtype());
   Tensor s = sin.narrow(0, offset, seq).to(x.dtype());
-  Tensor x1 = x.narrow(3, 0, head_dim / 2);  // (b, heads, seq, head_dim / 2)
-  Tensor x2 = x.narrow(3, head_dim / 2, head_dim / 2);
-  Tensor rotated = cat({neg(x2), x1}, 3);  // (b, heads, seq, head_dim)
-  return x * c + rotated * s;
+  return apply_rotary_emb(x, c, s);  // x * c + cat(-x2, x1) * s
 }
 
 }  // namespace xgrad::nn

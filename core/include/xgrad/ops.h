@@ -436,4 +436,19 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
+// =====================================================================  norm.cpp, rotary.cpp, silu_mul.cpp
+// torch 2.4's F.rms_norm over the trailing dims normalized_shape:
+//   y = x * rsqrt(mean(x^2) + eps) * weight
+// weight (normalized_shape) may be undefined; eps defaults to torch.finfo(x.dtype).eps.
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+// Rotary embeddings in the rotate-half convention (Llama, GPT-NeoX): x (..., seq, head_dim),
+// cos and sin (seq, head_dim) broadcast over x's leading dims, head_dim even:
+//   out = x * cos + cat(-x2, x1) * sin     (x1, x2: the halves of x's last dim)
+// A KV cache's positions offset .. offset + seq - 1 pass the tables' rows
+// cos.narrow(0, offset, seq). Differentiable in x, cos and sin.
+Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// silu(a) * b for a and b of one shape: a SwiGLU feed-forward's gated product, in one pass.
+Tensor silu_mul(const Tensor& a, const Tensor& b);
+
 }  // namespace xgrad

@@ -20,7 +20,7 @@ class SiLU : public Module {
 // torch.nn.RMSNorm (torch 2.4): over the trailing `normalized_shape` dims,
 //   y = x * rsqrt(mean(x^2) + eps) * weight
 // with eps = std::nullopt meaning the machine epsilon of x's dtype (torch.finfo(x.dtype).eps)
-// and weight = 1 at init. Composed of recorded ops (pow, mean, rsqrt, mul): no backward of its own.
+// and weight = 1 at init. Computed by the fused op rms_norm (xgrad/ops.h).
 // reference: Zhang & Sennrich 2019, https://pytorch.org/docs/stable/generated/torch.nn.RMSNorm.html
 // The book's hand-written RMSNorm(emb_dim, eps=1e-5) (converting-gpt-to-llama2) differs from torch's
 // module in its defaults only: it normalises over the last dim, its eps defaults to 1e-5 (torch's
@@ -41,7 +41,7 @@ class RMSNorm : public Module {
 };
 
 // The book's Llama FeedForward (SwiGLU), (*, emb_dim) -> (*, emb_dim):
-//   fc3(silu(fc1(x)) * fc2(x))
+//   fc3(silu(fc1(x)) * fc2(x))     (the product by the fused op silu_mul, xgrad/ops.h)
 // fc1, fc2: Linear(emb_dim, hidden_dim), fc3: Linear(hidden_dim, emb_dim), all without bias,
 // created in that order (so manual_seed initialises them like torch). Named apart from the
 // GPT FeedForward of transformer.h.
