@@ -17,6 +17,13 @@
 // wall-clock (UseRealTime), so BLAS threads count. The JSON's context records the build's
 // simd_level and gemm_backend.
 //
+// The GEMM rows report GFLOP/s (the "GFLOPS" counter): "matmul_fwd/<m>x<n>x<k>" is x (m, k)
+// @ W^T, W (n, k) as a linear layer stores it, in float32, and "matmul_bf16_fwd/..." the same
+// on bfloat16 tensors (a bfloat16 result); "gemm_bf16_<path>/..." times the bfloat16 GEMM
+// alone on raw buffers (float32 C preallocated) on one path (xgrad/bf16_gemm.h: dpbf16 where
+// the build has AVX512_BF16, widened everywhere). These have no PyTorch twin but the
+// matmul_fwd and matmul_bf16_fwd rows.
+//
 // Adding a case: add a row to the table in register_cases() and the same row to CASES in
 // bench/pytorch/ops_bench.py (same name, same shapes, same computation).
 #include <benchmark/benchmark.h>
@@ -25,11 +32,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
+#include "xgrad/bf16_gemm.h"
 #include "xgrad/nn.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
@@ -60,6 +69,7 @@ Tensor leaf(const Shape& s) {
 struct Case {
   std::string name;
   std::function<std::function<void()>()> setup;
+  double flops = 0.0;  // per iteration, for a GFLOP/s counter (GEMM rows)
 };
 
 // (B, H, T, T) scores -> softmax over the last dim.
@@ -296,6 +306,45 @@ std::vector<Case> overhead_cases() {
   };
 }
 
+// x (m, k) @ W (n, k)^T in `dtype` (float32 or bfloat16), forward only; s = (m, n, k).
+Case matmul_fwd_case(const Shape& s, xgrad::DType dtype) {
+  const std::string op = dtype == xgrad::kBFloat16 ? "matmul_bf16_fwd/" : "matmul_fwd/";
+  return {op + shape_str(s),
+          [s, dtype] {
+            Tensor x = xgrad::randn({s[0], s[2]}).to(dtype), w = xgrad::randn({s[1], s[2]}).to(dtype);
+            return std::function<void()>([x, w] {
+              xgrad::NoGradGuard no_grad;
+              benchmark::DoNotOptimize(xgrad::matmul(x, w.t()));
+            });
+          },
+          2.0 * double(s[0]) * double(s[1]) * double(s[2])};
+}
+
+// The bfloat16 GEMM alone, C (m, n) = A (m, k) @ B (n, k)^T into a float32 C, on one path.
+Case gemm_bf16_case(const Shape& s, xgrad::Bf16GemmPath path, const char* name) {
+  return {std::string("gemm_bf16_") + name + "/" + shape_str(s),
+          [s, path] {
+            const int64_t m = s[0], n = s[1], k = s[2];
+            auto bits = [](int64_t count) {
+              auto v = std::make_shared<std::vector<uint16_t>>(static_cast<std::size_t>(count));
+              uint32_t state = 12345;
+              for (uint16_t& x : *v) {  // values in [1, 2) and (-2, -1]: sign and mantissa vary
+                state = state * 1664525u + 1013904223u;
+                x = static_cast<uint16_t>(0x3f80u | ((state >> 9) & 0x7fu) | ((state >> 31) << 15));
+              }
+              return v;
+            };
+            auto a = bits(m * k), b = bits(n * k);
+            auto c = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m * n));
+            return std::function<void()>([a, b, c, m, n, k, path] {
+              xgrad::gemm_bf16(false, true, m, n, k, 1.0f, a->data(), k, b->data(), k, 0.0f, c->data(), n,
+                               nullptr, path);
+              benchmark::DoNotOptimize(c->data());
+            });
+          },
+          2.0 * double(s[0]) * double(s[1]) * double(s[2])};
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   // GPT-sized: batch 8, 4 heads, 128 tokens (head_dim 32 for the (B, H, T, D) tensors),
@@ -337,6 +386,16 @@ std::vector<Case> all_cases() {
   }
   cases.push_back(adamw_case());
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
+  // the medium GPT's linear layers over 2048 tokens (B * T): fused qkv, out_proj, the
+  // feed-forward up and down projections; float32 against bfloat16
+  const bool dpbf16 = xgrad::bf16_gemm_backend().find("vdpbf16ps") != std::string::npos;
+  for (const Shape& mnk :
+       {Shape{2048, 1152, 384}, Shape{2048, 384, 384}, Shape{2048, 1536, 384}, Shape{2048, 384, 1536}}) {
+    cases.push_back(matmul_fwd_case(mnk, xgrad::kFloat32));
+    cases.push_back(matmul_fwd_case(mnk, xgrad::kBFloat16));
+    if (dpbf16) cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Dpbf16, "dpbf16"));
+    cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Widened, "widened"));
+  }
   return cases;
 }
 
@@ -358,10 +417,14 @@ int main(int argc, char** argv) {
   xgrad::manual_seed(0);
   for (const Case& c : all_cases()) {
     auto setup = c.setup;
+    const double flops = c.flops;
     benchmark::RegisterBenchmark(c.name.c_str(),
-                                 [setup](benchmark::State& state) {
+                                 [setup, flops](benchmark::State& state) {
                                    std::function<void()> step = setup();
                                    for (auto _ : state) step();
+                                   if (flops > 0.0)
+                                     state.counters["GFLOPS"] = benchmark::Counter(
+                                         flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
                                  })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
