@@ -12,7 +12,9 @@ namespace xgrad {
 
 // Which arithmetic runs the product:
 //   Build           the build's own path (what the ops run): Dpbf16 where it was compiled for
-//                   AVX512_BF16, else Widened
+//                   AVX512_BF16 without AVX512_FP16 (AMD Zen 4 / 5, where vdpbf16ps gives
+//                   twice the FMA's flops), else Widened (also on Intel's Sapphire / Emerald
+//                   Rapids class, where vdpbf16ps gives half)
 //   Dpbf16          vdpbf16ps on a register tile (throws where the build lacks AVX512_BF16)
 //   Dpbf16Portable  vdpbf16ps's documented arithmetic in scalar code: the same bits as Dpbf16,
 //                   on any CPU (one thread)
@@ -23,8 +25,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                const float* bias = nullptr, Bf16GemmPath path = Bf16GemmPath::Build);
 
-// The build's bfloat16 GEMM path and tile, e.g. "avx512_bf16 vdpbf16ps 14x32" (also part of
-// gemm_backend()).
+// The build's bfloat16 GEMM path and tile, "avx512_bf16 vdpbf16ps 14x32" or "widened to float32
+// FMAs 14x32", with " (vdpbf16ps at half the FMA rate here)" where the build has AVX512_BF16
+// but does not use it (also part of gemm_backend()).
 std::string bf16_gemm_backend();
 
 }  // namespace xgrad

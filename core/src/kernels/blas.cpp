@@ -86,7 +86,7 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 }
 
 Bf16Path gemm_bf16_build_path() {
-  return gemm_bf16_kernel::kHasDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
+  return gemm_bf16_kernel::kBuildDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
 }
 
 void row_sums(bool ta, int64_t m, int64_t k, const float* a, int64_t lda, float* sums) {
@@ -113,8 +113,11 @@ std::string xgrad::gemm_backend() {
 
 std::string xgrad::bf16_gemm_backend() {
   namespace K = gemm_bf16_kernel;
-  return K::kHasDpbf16 ? "avx512_bf16 vdpbf16ps " + std::to_string(K::kMR) + "x" + std::to_string(K::kNR)
-                       : "widened to float32 FMAs";
+  const std::string tile = std::to_string(K::kMR) + "x" + std::to_string(K::kNR);
+  if (K::kBuildDpbf16) return "avx512_bf16 vdpbf16ps " + tile;
+  using L = gemm_kernel::Tile<float>;
+  return std::string("widened to float32 FMAs ") + std::to_string(L::kMR) + "x" + std::to_string(L::kNR) +
+         (K::kHasDpbf16 ? " (vdpbf16ps at half the FMA rate here)" : "");
 }
 
 void xgrad::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

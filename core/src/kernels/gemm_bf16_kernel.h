@@ -4,7 +4,12 @@
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C     (A, B bfloat16 bits; C float32)
 //   C (m, n) = (alpha * op(A) @ op(B)) + bias (n)                  (with a float32 bias: linear)
 //
-// Three paths; the build (-march) picks dpbf16 where the CPU has AVX512_BF16, else widened:
+// Three paths; the build (-march) picks one for the ops (kBuildDpbf16): dpbf16 where the CPU
+// has AVX512_BF16, but for CPUs that also have AVX512_FP16 (Intel's Sapphire / Emerald Rapids
+// class), whose vdpbf16ps retires one instruction every two cycles: 32 flops a cycle, half
+// of what their two FMA ports give the float32 GEMM (bench/fma_peak measures both), so
+// there, as on CPUs without AVX512_BF16, widened. (AMD's Zen 4 / 5 run vdpbf16ps at the
+// FMA's rate: twice its flops.)
 //   dpbf16    vdpbf16ps on a kMR x kNR register tile (28 zmm accumulators of 16 floats): per
 //             pair of k values it loads two vectors of a B sliver packed as (k pair, column,
 //             2) and broadcasts one (k pair) dword of each of kMR rows of a packed A tile.
@@ -287,6 +292,12 @@ inline void gemm_dpbf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 }
 #else
 inline constexpr bool kHasDpbf16 = false;
+#endif
+
+#if XGRAD_BF16_AVX512 && !defined(__AVX512FP16__)
+inline constexpr bool kBuildDpbf16 = true;  // the ops' path: dpbf16 (else widened)
+#else
+inline constexpr bool kBuildDpbf16 = false;
 #endif
 
 // ---------------------------------------------------------------- widened

@@ -14,6 +14,11 @@
 // whole matrices to the threads (each a one-thread GEMM) unless their products are summed
 // into one output. Either way every output element comes from one GEMM call, as serially.
 //
+// bfloat16 (both operands bfloat16, as torch requires; a bias too): the GEMMs take the bf16
+// operands and accumulate into a float32 copy of the output (blas::gemm_bf16), which is rounded
+// to bfloat16 once; the gradients likewise, and linear's bias gradient is summed from dout's
+// float32 copy, then rounded.
+//
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
 // them (backward with create_graph): then they compute the same products with matmul itself,
 // recorded, so the gradient can be differentiated again (tests/core/test_fused_composed.cpp
