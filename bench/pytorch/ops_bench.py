@@ -258,6 +258,19 @@ def overhead_cases():
     return [("add_nograd/4", nograd), ("add_record/4", record), ("add_fwd_bwd/4", fwd_bwd)]
 
 
+def matmul_fwd_case(s, dtype):
+    """x (m, k) @ W (n, k)^T in float32 or bfloat16, forward only; s = (m, n, k)."""
+    def setup():
+        x, w = torch.randn(s[0], s[2]).to(dtype), torch.randn(s[1], s[2]).to(dtype)
+
+        def step():
+            with torch.no_grad():
+                torch.matmul(x, w.t())
+        return step
+    op = "matmul_bf16_fwd/" if dtype == torch.bfloat16 else "matmul_fwd/"
+    return op + shape_str(s), setup
+
+
 def all_cases():
     cases = []
     for scores in [(8, 4, 128, 128), (2, 4, 8, 8)]:
@@ -280,6 +293,10 @@ def all_cases():
         cases += [gelu_case((32, 64, 256), backward), layer_norm_case((32, 64, 64), backward),
                   dropout_case((32, 64, 64), backward)]
     cases.append(adamw_case())
+    # the medium GPT's linear layers over 2048 tokens, float32 and bfloat16 (ops_bench.cpp's
+    # gemm_bf16_* rows have no twin)
+    for mnk in [(2048, 1152, 384), (2048, 384, 384), (2048, 1536, 384), (2048, 384, 1536)]:
+        cases += [matmul_fwd_case(mnk, torch.float32), matmul_fwd_case(mnk, torch.bfloat16)]
     return cases + overhead_cases()
 
 
