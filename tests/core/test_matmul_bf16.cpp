@@ -6,8 +6,8 @@
 //     (tests/fixtures/matmul_bf16.txt, *_f32acc, from gen_matmul_bf16.py): the float32 sums
 //     differ by at most two rounding chains, each rounded to bfloat16 once, so the results sit
 //     at most one bfloat16 step apart: |got - torch| <= 2^-7 max(|got|, |torch|) + (2 K + 8) 2^-24 S;
-//   - torch 1.13's own bfloat16 ops: this build's CPU bfloat16 GEMM (ATen's, not oneDNN) rounds
-//     partial sums to bfloat16, up to 2^-8 S from the float32 product, so within
+//   - torch 1.13's own bfloat16 ops: its CPU bfloat16 matmul (oneDNN) does not round once from
+//     a float32 sum (its results sit up to about 2^-9 S from the float32 product), so within
 //     2^-7 max(|got|, |torch|) + 2^-7 S;
 //   - xgrad's float32 ops on the same values (the gradient reaching out being r rounded to
 //     bfloat16, as in torch): one rounding to bfloat16 (half a step) after the float32 chains,
