@@ -209,5 +209,22 @@ TEST(MatmulBf16CreateGraph, RecordedBackwardEqualsTheFusedOne) {
   }
 }
 
+// The same for linear without a bias (x (2, 3, 20) folded into 6 rows for dW).
+TEST(MatmulBf16CreateGraph, LinearRecordedBackwardEqualsTheFusedOne) {
+  Generator g(10);
+  const Tensor x0 = randn({2, 3, 20}, &g), w0 = randn({7, 20}, &g), r = randn({2, 3, 7}, &g);
+  std::vector<Tensor> grads[2];
+  for (bool create : {false, true}) {
+    const Tensor x = leaf(x0, kBFloat16), w = leaf(w0, kBFloat16);
+    autograd::GradOptions opts;
+    opts.create_graph = create;
+    grads[create] = autograd::grad({sum(mul(linear(x, w).to(kFloat32), r))}, {x, w}, {}, opts);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(grads[1][i].dtype(), kBFloat16);
+    EXPECT_EQ(grads[0][i].to(kFloat32).to_vector<float>(), grads[1][i].to(kFloat32).to_vector<float>());
+  }
+}
+
 }  // namespace
 }  // namespace xgrad

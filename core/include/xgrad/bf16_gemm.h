@@ -26,7 +26,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                const float* bias = nullptr, Bf16GemmPath path = Bf16GemmPath::Build);
 
 // The build's bfloat16 GEMM path and tile, "avx512_bf16 vdpbf16ps 14x32" or "widened to float32
-// FMAs 14x32", with " (vdpbf16ps at half the FMA rate here)" where the build has AVX512_BF16
+// FMAs 14x32", with " (vdpbf16ps: half the FMA's flops on this CPU class)" where the build has AVX512_BF16
 // but does not use it (also part of gemm_backend()).
 std::string bf16_gemm_backend();
 

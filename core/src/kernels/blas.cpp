@@ -117,7 +117,7 @@ std::string xgrad::bf16_gemm_backend() {
   if (K::kBuildDpbf16) return "avx512_bf16 vdpbf16ps " + tile;
   using L = gemm_kernel::Tile<float>;
   return std::string("widened to float32 FMAs ") + std::to_string(L::kMR) + "x" + std::to_string(L::kNR) +
-         (K::kHasDpbf16 ? " (vdpbf16ps at half the FMA rate here)" : "");
+         (K::kHasDpbf16 ? " (vdpbf16ps: half the FMA's flops on this CPU class)" : "");
 }
 
 void xgrad::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
