@@ -21,8 +21,8 @@
 // @ W^T, W (n, k) as a linear layer stores it, in float32, and "matmul_bf16_fwd/..." the same
 // on bfloat16 tensors (a bfloat16 result); "gemm_bf16_<path>/..." times the bfloat16 GEMM
 // alone on raw buffers (float32 C preallocated) on one path (xgrad/bf16_gemm.h: dpbf16 where
-// the build has AVX512_BF16, widened everywhere). These have no PyTorch twin but the
-// matmul_fwd and matmul_bf16_fwd rows.
+// the build has AVX512_BF16, amx where the CPU grants AMX tiles, widened everywhere). These have no PyTorch
+// twin but the matmul_fwd and matmul_bf16_fwd rows.
 //
 // Adding a case: add a row to the table in register_cases() and the same row to CASES in
 // bench/pytorch/ops_bench.py (same name, same shapes, same computation).
@@ -388,12 +388,14 @@ std::vector<Case> all_cases() {
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
   // the medium GPT's linear layers over 2048 tokens (B * T): fused qkv, out_proj, the
   // feed-forward up and down projections; float32 against bfloat16
-  const bool dpbf16 = xgrad::bf16_gemm_backend().find("vdpbf16ps") != std::string::npos;
+  const bool dpbf16 = xgrad::bf16_gemm_has_path(xgrad::Bf16GemmPath::Dpbf16);
+  const bool amx = xgrad::bf16_gemm_has_path(xgrad::Bf16GemmPath::Amx);
   for (const Shape& mnk :
        {Shape{2048, 1152, 384}, Shape{2048, 384, 384}, Shape{2048, 1536, 384}, Shape{2048, 384, 1536}}) {
     cases.push_back(matmul_fwd_case(mnk, xgrad::kFloat32));
     cases.push_back(matmul_fwd_case(mnk, xgrad::kBFloat16));
     if (dpbf16) cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Dpbf16, "dpbf16"));
+    if (amx) cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Amx, "amx"));
     cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Widened, "widened"));
   }
   return cases;
