@@ -152,6 +152,28 @@ TEST(MatmulBf16Exact, SmallIntegersAreExact) {
   EXPECT_EQ(dot_with(0x1p-7f + 0x1p-8f), 1.0f + 0x1p-6f);  // a tie, to the even 1 + 2^-6
 }
 
+// Views (transposed, expanded, sliced) run the same GEMM chains as their contiguous copies,
+// and empty contractions give zeros (or the bias).
+TEST(MatmulBf16Exact, ViewsMatchContiguousCopiesAndEmptySizesWork) {
+  Generator g(4);
+  const Tensor a = randn({3, 40, 24}, &g).to(kBFloat16), b = randn({30, 40}, &g).to(kBFloat16);
+  const Tensor w = randn({24, 18}, &g).to(kBFloat16);
+  auto same = [](const Tensor& x, const Tensor& y) {
+    ASSERT_EQ(x.dtype(), kBFloat16);
+    EXPECT_EQ(x.to(kFloat32).contiguous().to_vector<float>(), y.to(kFloat32).contiguous().to_vector<float>());
+  };
+  same(matmul(a.transpose(1, 2), b.t()), matmul(a.transpose(1, 2).contiguous(), b.t().contiguous()));
+  same(matmul(b.expand({3, 30, 40}), a), matmul(b.expand({3, 30, 40}).contiguous(), a));
+  same(matmul(a.slice(1, 5, 25), w), matmul(a.slice(1, 5, 25).contiguous(), w));
+  same(linear(a, w.t(), ones({18}).to(kBFloat16)), linear(a, w.t().contiguous(), ones({18}).to(kBFloat16)));
+  const Tensor e = matmul(zeros({3, 0}).to(kBFloat16), zeros({0, 4}).to(kBFloat16));
+  ASSERT_EQ(e.dtype(), kBFloat16);
+  EXPECT_EQ(e.to(kFloat32).to_vector<float>(), std::vector<float>(12, 0.0f));
+  const Tensor bias = tensor({1.5f, -2.0f}).to(kBFloat16);
+  const Tensor l = linear(zeros({3, 0}).to(kBFloat16), zeros({2, 0}).to(kBFloat16), bias);
+  EXPECT_EQ(l.to(kFloat32).to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 1.5f, -2.0f, 1.5f, -2.0f}));
+}
+
 TEST(MatmulBf16Threads, SameBitsAtOneTwoAndThreeThreads) {
   Generator g(5);
   const Tensor x = randn({4, 50, 96}, &g).to(kBFloat16), w = randn({200, 96}, &g).to(kBFloat16);
