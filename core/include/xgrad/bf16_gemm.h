@@ -11,12 +11,12 @@
 namespace xgrad {
 
 // Which arithmetic runs the product:
-//   Build           the build's own path (what the ops run): Amx where the CPU runs AMX-BF16
-//                   tiles and the environment sets XGRAD_BF16_AMX=1 (opt-in: that kernel has
-//                   not yet been checked on AMX hardware), else Dpbf16 where the build has
-//                   AVX512_BF16 without AVX512_FP16 (AMD Zen 4 / 5, where vdpbf16ps gives
-//                   twice the FMA's flops), else Widened (also on Intel's Sapphire / Emerald
-//                   Rapids class, where vdpbf16ps gives half)
+//   Build           what the ops run: the environment's XGRAD_BF16_GEMM (widened, dpbf16 or
+//                   amx, read once; a path this machine cannot run throws), else Dpbf16 where
+//                   the build has AVX512_BF16 without AVX512_FP16 (AMD Zen 4 / 5, where
+//                   vdpbf16ps gives twice the FMA's flops), else Widened (also on Intel's
+//                   Sapphire / Emerald Rapids class, where vdpbf16ps gives half). Amx only on
+//                   request: that kernel has not yet run on AMX hardware.
 //   Dpbf16          vdpbf16ps on a register tile (throws where the build lacks AVX512_BF16)
 //   Dpbf16Portable  vdpbf16ps's documented arithmetic in scalar code: the same bits as Dpbf16,
 //                   on any CPU (one thread)

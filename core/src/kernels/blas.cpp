@@ -98,12 +98,19 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 }
 
 Bf16Path gemm_bf16_build_path() {
-  static const bool amx = [] {
-    const char* opt_in = std::getenv("XGRAD_BF16_AMX");
-    return opt_in && std::string(opt_in) == "1" && gemm_bf16_amx::amx_usable();
+  static const Bf16Path path = [] {
+    const char* env = std::getenv("XGRAD_BF16_GEMM");
+    const std::string want = env ? env : "";
+    if (want.empty()) return gemm_bf16_kernel::kBuildDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
+    if (want == "widened") return Bf16Path::Widened;
+    if (want == "dpbf16" && gemm_bf16_kernel::kHasDpbf16) return Bf16Path::Dpbf16;
+    if (want == "amx" && gemm_bf16_amx::amx_usable()) return Bf16Path::Amx;
+    if (want == "dpbf16" || want == "amx")
+      fail("gemm_bf16", "XGRAD_BF16_GEMM=", want, ": this ",
+           want == "amx" ? "CPU does not grant AMX-BF16 tiles" : "build has no AVX512_BF16");
+    fail("gemm_bf16", "XGRAD_BF16_GEMM=", want, ": expected widened, dpbf16 or amx (or unset)");
   }();
-  if (amx) return Bf16Path::Amx;
-  return gemm_bf16_kernel::kBuildDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
+  return path;
 }
 
 void row_sums(bool ta, int64_t m, int64_t k, const float* a, int64_t lda, float* sums) {
@@ -131,11 +138,14 @@ std::string xgrad::gemm_backend() {
 std::string xgrad::bf16_gemm_backend() {
   namespace K = gemm_bf16_kernel;
   const std::string tile = std::to_string(K::kMR) + "x" + std::to_string(K::kNR);
-  if (blas::gemm_bf16_build_path() == blas::Bf16Path::Amx) return "amx_bf16 tdpbf16ps 32x32";
-  if (K::kBuildDpbf16) return "avx512_bf16 vdpbf16ps " + tile;
+  const blas::Bf16Path path = blas::gemm_bf16_build_path();
+  if (path == blas::Bf16Path::Amx) return "amx_bf16 tdpbf16ps 32x32";
+  if (path == blas::Bf16Path::Dpbf16) return "avx512_bf16 vdpbf16ps " + tile;
   using L = gemm_kernel::Tile<float>;
   return std::string("widened to float32 FMAs ") + std::to_string(L::kMR) + "x" + std::to_string(L::kNR) +
-         (K::kHasDpbf16 ? " (vdpbf16ps: half the FMA's flops on this CPU class)" : "");
+         (K::kHasDpbf16 && !std::getenv("XGRAD_BF16_GEMM")
+              ? " (vdpbf16ps: half the FMA's flops on this CPU class)"
+              : "");
 }
 
 bool xgrad::bf16_gemm_has_path(Bf16GemmPath path) {

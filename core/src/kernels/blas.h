@@ -39,10 +39,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                const float* bias = nullptr, Bf16Path path = Bf16Path::Build);
 
-// The path gemm_bf16 runs for Bf16Path::Build: Amx where the CPU runs AMX-BF16 tiles and the
-// environment says XGRAD_BF16_AMX=1 (the AMX kernel is opt-in until it has been checked on
-// AMX hardware: tests/core/test_gemm_bf16.cpp), else Dpbf16 or Widened as the build decides
-// (gemm_bf16_kernel.h).
+// The path gemm_bf16 runs for Bf16Path::Build (the ops' path): the environment's
+// XGRAD_BF16_GEMM (widened, dpbf16 or amx; read once, throws for a path this machine cannot
+// run), else Dpbf16 or Widened as the build decides (gemm_bf16_kernel.h). AMX is never the
+// default: its kernel has not yet run on AMX hardware (tests/core/test_gemm_bf16.cpp checks it
+// there).
 Bf16Path gemm_bf16_build_path();
 
 // Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.
