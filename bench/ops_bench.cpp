@@ -21,8 +21,9 @@
 // @ W^T, W (n, k) as a linear layer stores it, in float32, and "matmul_bf16_fwd/..." the same
 // on bfloat16 tensors (a bfloat16 result); "gemm_bf16_<path>/..." times the bfloat16 GEMM
 // alone on raw buffers (float32 C preallocated) on one path (xgrad/bf16_gemm.h: dpbf16 where
-// the build has AVX512_BF16, amx where the CPU grants AMX tiles, widened everywhere). These have no PyTorch
-// twin but the matmul_fwd and matmul_bf16_fwd rows.
+// the build has AVX512_BF16, amx where the CPU grants AMX tiles, widened everywhere): these
+// have no PyTorch twin. "linear_bf16/..." is linear's forward and backward in bfloat16.
+// XGRAD_BF16_GEMM=widened|dpbf16|amx picks the path the bfloat16 ops run.
 //
 // Adding a case: add a row to the table in register_cases() and the same row to CASES in
 // bench/pytorch/ops_bench.py (same name, same shapes, same computation).
@@ -131,11 +132,18 @@ Case bmm_av_case(const Shape& s) {
           }};
 }
 
-// F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out).
-Case linear_case(const Shape& s) {
-  return {"linear/" + shape_str(s), [s] {
-            Tensor x = leaf({s[0], s[1], s[2]}), w = leaf({s[3], s[2]}), b = leaf({s[3]});
-            Tensor g = xgrad::randn({s[0], s[1], s[3]});
+// F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out). In bfloat16
+// ("linear_bf16/..."): every tensor bfloat16, the gradients too.
+Case linear_case(const Shape& s, xgrad::DType dtype = xgrad::kFloat32) {
+  const std::string op = dtype == xgrad::kBFloat16 ? "linear_bf16/" : "linear/";
+  return {op + shape_str(s), [s, dtype] {
+            auto leaf_of = [dtype](const Shape& shape) {
+              Tensor t = xgrad::randn(shape).to(dtype);
+              t.requires_grad_(true);
+              return t;
+            };
+            Tensor x = leaf_of({s[0], s[1], s[2]}), w = leaf_of({s[3], s[2]}), b = leaf_of({s[3]});
+            Tensor g = xgrad::randn({s[0], s[1], s[3]}).to(dtype);
             return std::function<void()>([x, w, b, g]() mutable {
               x.set_grad(Tensor());
               w.set_grad(Tensor());
@@ -362,6 +370,9 @@ std::vector<Case> all_cases() {
   for (const Shape& lin : {Shape{8, 128, 128, 512}, Shape{2, 8, 8, 32}}) {
     cases.push_back(linear_case(lin));
   }
+  // the medium GPT's feed-forward up-projection (batch 8, T 256, d 384), float32 and bfloat16
+  cases.push_back(linear_case({8, 256, 384, 1536}));
+  cases.push_back(linear_case({8, 256, 384, 1536}, xgrad::kBFloat16));
   cases.push_back(mha_case({8, 256, 384, 6}));  // the `medium` GPT's attention
   cases.push_back(mha_case({2, 8, 16, 2}));
   // the attention core of the tiny, small and medium GPTs of bench/gpt_bench.cpp

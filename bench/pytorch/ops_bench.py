@@ -98,10 +98,12 @@ def bmm_av_case(s):
     return "bmm_av/" + shape_str(s), setup
 
 
-def linear_case(s):
+def linear_case(s, dtype=torch.float32):
     def setup():
-        x, w, b = leaf((s[0], s[1], s[2])), leaf((s[3], s[2])), leaf((s[3],))
-        g = torch.randn(s[0], s[1], s[3])
+        def leaf_of(shape):
+            return torch.randn(*shape).to(dtype).requires_grad_()
+        x, w, b = leaf_of((s[0], s[1], s[2])), leaf_of((s[3], s[2])), leaf_of((s[3],))
+        g = torch.randn(s[0], s[1], s[3]).to(dtype)
 
         def step():
             x.grad = None
@@ -109,7 +111,8 @@ def linear_case(s):
             b.grad = None
             torch.nn.functional.linear(x, w, b).backward(g)
         return step
-    return "linear/" + shape_str(s), setup
+    op = "linear_bf16/" if dtype == torch.bfloat16 else "linear/"
+    return op + shape_str(s), setup
 
 
 def mha_case(s):
@@ -279,6 +282,8 @@ def all_cases():
         cases += [transpose_case(bhtd), bmm_qk_case(bhtd), bmm_av_case(bhtd)]
     for lin in [(8, 128, 128, 512), (2, 8, 8, 32)]:
         cases.append(linear_case(lin))
+    # the medium GPT's feed-forward up-projection, float32 and bfloat16
+    cases += [linear_case((8, 256, 384, 1536)), linear_case((8, 256, 384, 1536), torch.bfloat16)]
     cases += [mha_case((8, 256, 384, 6)), mha_case((2, 8, 16, 2))]
     for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
         cases += [sdpa_case(bhtd, True), sdpa_case(bhtd, False)]
