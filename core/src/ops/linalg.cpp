@@ -1,5 +1,5 @@
 // core/src/ops/linalg.cpp: matmul (torch.matmul semantics) and linear (F.linear) on xgrad's
-// GEMM; at the end, outer and norm (torch.outer, torch.norm).
+// GEMM; at the end, outer (torch.outer). (norm, the p-norm, is in norm.cpp.)
 //
 // Everything funnels into bmm_into(): out[i] (+)= a[i] @ b[i] for every index i of a broadcast
 // batch, where each operand's batch strides may be 0 (a broadcast input, or a gradient summed
@@ -22,7 +22,7 @@
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
 // them (backward with create_graph): then they compute the same products with matmul itself,
 // recorded, so the gradient can be differentiated again (tests/core/test_fused_composed.cpp
-// pins that both paths agree). outer and norm are written in recorded ops throughout.
+// pins that both paths agree). outer is written in recorded ops throughout.
 //
 // Adding a linalg op: write its forward with bmm_into, its backward right below, and add a row
 // to tests/core/gradcheck_rows_linalg.cpp.
@@ -551,51 +551,6 @@ Tensor outer(const Tensor& a, const Tensor& b) {
     if (grads.wants(0)) grads.add(0, matmul(dout, bs.get()));
     if (grads.wants(1)) grads.add(1, matmul(as.get(), dout));
   });
-}
-
-// ---------------------------------------------------------------- norm
-
-Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
-  profiler::RecordFunction rec("norm");
-  kernels::check_floating("norm", a);
-  if (!(p > 0.0)) fail("norm", "p must be positive or inf, got ", p, " (shape ", a.shape(), ")");
-  Shape keep = a.shape();  // the output with reduced dims kept as size 1
-  for (int64_t d : dims) {
-    const int64_t r = a.dim();
-    if (d < -std::max<int64_t>(r, 1) || d >= std::max<int64_t>(r, 1))
-      fail("norm", "dimension ", d, " is out of range for a tensor of shape ", a.shape());
-    if (r > 0) keep[d < 0 ? d + r : d] = 1;
-  }
-  if (dims.empty()) std::fill(keep.begin(), keep.end(), 1);
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    if (std::isinf(p)) out = amax(abs(a), dims, keepdim);
-    else if (p == 1.0) out = sum(abs(a), dims, keepdim);
-    else if (p == 2.0) out = sqrt(sum(mul(a, a), dims, keepdim));
-    else out = pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
-  }
-  return record("NormBackward1", out, {a},
-                [as = save(a), outs = save(out), keep, p, dims](const Tensor& dout, Grads& grads) {
-                  const Tensor& x = as.get();
-                  const Tensor n = outs.get().reshape(keep);
-                  const Tensor g = dout.reshape(keep);
-                  const Tensor sgn = sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
-                  if (std::isinf(p)) {
-                    // in the forward pass out = max |x|: the gradient is split among the elements reaching
-                    // it, with their sign
-                    const Tensor hit = eq(abs(x), n).to(x.dtype());
-                    grads.add(0, mul(mul(sgn, hit), div(g, sum(hit, dims, true))));
-                  } else if (p == 1.0) {
-                    // out = sum |x|, so dx = sign(x) * dout
-                    grads.add(0, mul(sgn, g.expand(x.shape())));
-                  } else {
-                    // out = (sum |x|^p)^(1/p), so dx = sign(x) |x|^(p-1) / out^(p-1) * dout (for p = 2:
-                    // x / out); torch takes 0 where out == 0
-                    const Tensor scale = masked_fill(div(g, pow(n, p - 1.0)), eq(n, 0.0), 0.0);
-                    grads.add(0, mul(mul(sgn, pow(abs(x), p - 1.0)), scale));
-                  }
-                });
 }
 
 }  // namespace xgrad

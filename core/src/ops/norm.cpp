@@ -1,4 +1,5 @@
-// core/src/ops/norm.cpp: rms_norm, torch 2.4's F.rms_norm, as a fused forward/backward pair.
+// core/src/ops/norm.cpp: rms_norm, torch 2.4's F.rms_norm, as a fused forward/backward pair; and
+// norm, the p-norm over dims (torch.norm / linalg.vector_norm), composed of recorded ops.
 //
 // reference: Zhang & Sennrich 2019, "Root Mean Square Layer Normalization"; torch 2.4's
 // rms_norm (aten/src/ATen/native/layer_norm.cpp). Over the trailing dims normalized_shape:
@@ -7,6 +8,8 @@
 // below calls the backward kernel in an ordinary backward, and under grad mode (backward with
 // create_graph) computes the same gradients from recorded ops, so they can be differentiated
 // again (tests/core/test_rms_norm_rotary.cpp pins that the two agree).
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -90,6 +93,51 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
         if (dx.defined()) grads.add(0, std::move(dx));
         if (dw.defined()) grads.add(1, std::move(dw));
       });
+}
+
+// ---------------------------------------------------------------- norm (torch.linalg.vector_norm)
+
+Tensor norm(const Tensor& a, double p, Dims dims, Flag keepdim) {
+  profiler::RecordFunction rec("norm");
+  kernels::check_floating("norm", a);
+  if (!(p > 0.0)) fail("norm", "p must be positive or inf, got ", p, " (shape ", a.shape(), ")");
+  Shape keep = a.shape();  // the output with reduced dims kept as size 1
+  for (int64_t d : dims) {
+    const int64_t r = a.dim();
+    if (d < -std::max<int64_t>(r, 1) || d >= std::max<int64_t>(r, 1))
+      fail("norm", "dimension ", d, " is out of range for a tensor of shape ", a.shape());
+    if (r > 0) keep[d < 0 ? d + r : d] = 1;
+  }
+  if (dims.empty()) std::fill(keep.begin(), keep.end(), 1);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    if (std::isinf(p)) out = amax(abs(a), dims, keepdim);
+    else if (p == 1.0) out = sum(abs(a), dims, keepdim);
+    else if (p == 2.0) out = sqrt(sum(mul(a, a), dims, keepdim));
+    else out = pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
+  }
+  return record("NormBackward1", out, {a},
+                [as = save(a), outs = save(out), keep, p, dims](const Tensor& dout, Grads& grads) {
+                  const Tensor& x = as.get();
+                  const Tensor n = outs.get().reshape(keep);
+                  const Tensor g = dout.reshape(keep);
+                  const Tensor sgn = sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
+                  if (std::isinf(p)) {
+                    // in the forward pass out = max |x|: the gradient is split among the elements reaching
+                    // it, with their sign
+                    const Tensor hit = eq(abs(x), n).to(x.dtype());
+                    grads.add(0, mul(mul(sgn, hit), div(g, sum(hit, dims, true))));
+                  } else if (p == 1.0) {
+                    // out = sum |x|, so dx = sign(x) * dout
+                    grads.add(0, mul(sgn, g.expand(x.shape())));
+                  } else {
+                    // out = (sum |x|^p)^(1/p), so dx = sign(x) |x|^(p-1) / out^(p-1) * dout (for p = 2:
+                    // x / out); torch takes 0 where out == 0
+                    const Tensor scale = masked_fill(div(g, pow(n, p - 1.0)), eq(n, 0.0), 0.0);
+                    grads.add(0, mul(mul(sgn, pow(abs(x), p - 1.0)), scale));
+                  }
+                });
 }
 
 }  // namespace xgrad
