@@ -2,18 +2,19 @@
 # scripts/bench.sh: xgrad against PyTorch on this machine, side by side in one run.
 #
 #   scripts/bench.sh            training-step table: GPT and Llama configs tiny, small, medium
-#                               at 1 and 2 threads (bench/gpt_bench.cpp vs
-#                               bench/pytorch/gpt_bench.py), written to bench/results/latest.json
+#                               at 1 and 2 threads, in float32 and under bfloat16 autocast
+#                               (bench/gpt_bench.cpp vs bench/pytorch/gpt_bench.py), written to
+#                               bench/results/latest.json
 #   scripts/bench.sh --ops      op micro-benchmarks (bench/ops_bench.cpp vs
 #                               bench/pytorch/ops_bench.py) at 1 and 2 threads; their table
 #                               goes to the "ops" section of bench/results/latest.json
 #   scripts/bench.sh --quick    a smoke check: few steps, tiny and small only; the JSON goes
 #                               to ${TMPDIR:-/tmp}/xgrad-bench-quick.json, not to latest.json
-#   scripts/bench.sh --peak     the machine's ceilings only: the FMA peak (bench/fma_peak.cpp)
+#   scripts/bench.sh --peak     the machine's ceilings only: the FMA and bf16 peaks (bench/fma_peak.cpp)
 #                               and the sgemm probe (gpt_bench --sgemm-peak) at 1 and --threads
 #                               threads, one JSON line each; writes nothing
 #
-# Options: --configs tiny,small,medium   --archs gpt,llama   --threads 1,2
+# Options: --configs tiny,small,medium   --archs gpt,llama   --threads 1,2   --dtypes fp32,bf16
 #          --steps N (timed, default 20)
 #          --warmup N (default 5)   --no-build (use the existing binaries)
 # Environment: XGRAD_BUILD_DIR (build), XGRAD_JOBS (nproc), XGRAD_SKIP_DEPS=1 (do not check
@@ -26,7 +27,9 @@
 # ceilings are measured in the same run, at its start and its end (the best counts): the
 # float32 FMA peak (build/bench/fma_peak --threads N: independent AVX-512 and AVX2 FMA chains
 # per thread, over each thread's CPU time: the core's ceiling however busy the machine is),
-# which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)),
+# which MFU is relative to (MFU = GFLOP/s / (threads x the 1-thread FMA peak)), and the same
+# probe's bfloat16 peak (vdpbf16ps chains, where the CPU has AVX512_BF16), which a bf16 row's
+# second MFU is relative to,
 # and the 1024^3 sgemm probe through xgrad's GEMM and through OpenBLAS's own threads, printed
 # next to it. Every xgrad line records the build's xgrad::simd_level() and gemm_backend().
 # Threads: xgrad uses its own pool for every kernel, its own GEMM included (gpt_bench
@@ -36,7 +39,9 @@
 # also runs with OPENBLAS_CORETYPE=SkylakeX (OpenBLAS's AVX-512 kernels: what a torch user
 # gets without a Haswell pin), set in that torch process only, never for xgrad; such a mode
 # is a candidate only when its probe's first and last losses equal the same mode's without
-# it within 1e-5 (the check is printed). A short probe of each candidate picks torch's best
+# it within 1e-5 (the check is printed). A bf16 row (xgrad under xgrad::autocast) measures
+# torch at its best among float32 and torch.autocast("cpu", dtype=torch.bfloat16), each mode
+# in both. A short probe of each candidate picks torch's best
 # mode, which runs the full measurement and counts in every ratio (--ops: the fastest torch
 # run counts per case). Numbers depend on what else runs on the machine: compare ratios, not
 # runs.
@@ -49,7 +54,7 @@ build_dir=${XGRAD_BUILD_DIR:-build}
 jobs=${XGRAD_JOBS:-$(nproc)}
 py=${XGRAD_PYTHON:-/usr/bin/python3}
 mode=train quick=0 build=1
-configs="tiny,small,medium" archs="gpt,llama" threads_list="1,2" steps="" warmup=""
+configs="tiny,small,medium" archs="gpt,llama" threads_list="1,2" dtypes="fp32,bf16" steps="" warmup=""
 configs_given=0
 
 while (( $# )); do
@@ -61,6 +66,7 @@ while (( $# )); do
     --configs) configs=${2:?--configs needs a list}; configs_given=1; shift ;;
     --archs) archs=${2:?--archs needs a list}; shift ;;
     --threads) threads_list=${2:?--threads needs a list}; shift ;;
+    --dtypes) dtypes=${2:?--dtypes needs a list}; shift ;;
     --steps) steps=${2:?--steps needs a number}; shift ;;
     --warmup) warmup=${2:?--warmup needs a number}; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -82,6 +88,13 @@ fi
 IFS=, read -r -a config_arr <<< "$configs"
 IFS=, read -r -a thread_arr <<< "$threads_list"
 IFS=, read -r -a arch_arr <<< "$archs"
+IFS=, read -r -a dtype_arr <<< "$dtypes"
+for dtype in "${dtype_arr[@]}"; do
+  if [[ $dtype != fp32 && $dtype != bf16 ]]; then
+    echo "bench.sh: --dtypes takes fp32 and bf16, not '$dtype'" >&2
+    exit 2
+  fi
+done
 for arch in "${arch_arr[@]}"; do
   if [[ $arch != gpt && $arch != llama ]]; then
     echo "bench.sh: --archs takes gpt and llama, not '$arch'" >&2
@@ -259,66 +272,79 @@ sgemm_probe start
 common=(--warmup "$warmup" --steps "$steps")
 for config in "${config_arr[@]}"; do
   for arch in "${arch_arr[@]}"; do
-    for t in "${thread_arr[@]}"; do
-      base="$tmp/train/${arch}_${config}_t$t" what="$arch $config"
-      meta() { printf '{"threads_requested": %s, "torch_mode": "%s", "probe": %s}' "$t" "$1" "$2"; }
+    for dtype in "${dtype_arr[@]}"; do
+      for t in "${thread_arr[@]}"; do
+        base="$tmp/train/${arch}_${config}_${dtype}_t$t" what="$arch $config $dtype"
+        meta() {
+          printf '{"threads_requested": %s, "row_dtype": "%s", "torch_mode": "%s", "probe": %s}' \
+            "$t" "$dtype" "$1" "$2"
+        }
 
-      log "$what, $t thread(s): xgrad train"
-      run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
-        "$gpt_bench" --arch "$arch" --config "$config" --threads "$t" --mode train "${common[@]}" || true
+        log "$what, $t thread(s): xgrad train"
+        run_to "${base}_xgrad_train.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+          "$gpt_bench" --arch "$arch" --config "$config" --dtype "$dtype" --threads "$t" --mode train \
+          "${common[@]}" || true
 
-      # PyTorch's candidate modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY|CORETYPE
-      if (( t == 1 )); then
-        modes=("torch 1 / OpenBLAS 1|1|1||")
-      else
-        modes=("torch $t / OpenBLAS 1|$t|1||" "torch 1 / OpenBLAS $t|1|$t||"
-               "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE|")
-      fi
-      n_base=${#modes[@]}
-      if [[ -n $torch_coretype ]]; then  # mode i + n_base is mode i with OpenBLAS's other kernels
-        for ((i = 0; i < n_base; i++)); do
-          IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
-          modes+=("$name, OPENBLAS_CORETYPE=$torch_coretype|$tt|$bt|$wp|$torch_coretype")
-        done
-      fi
-      best=${modes[0]}
-      pw=$probe_warmup ps=$probe_steps
-      if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
-      if (( ${#modes[@]} > 1 )); then
-        best_tok=0
-        for ((i = 0; i < ${#modes[@]}; i++)); do
-          IFS='|' read -r name tt bt wp ct <<< "${modes[i]}"
-          log "$what, $t thread(s): torch probe ($name)"
-          f="${base}_torch_probe$i.json"
-          torch_env_for "$bt" "$wp" "$ct"
-          run_to "$f" "$(meta "$name" true)" "${torch_env[@]}" -- \
-            "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
-            --mode train --warmup "$pw" --steps "$ps" || continue
-          if (( i >= n_base )) && ! losses_agree "${base}_torch_probe$((i - n_base)).json" "$f"; then
-            continue  # other kernels, other numbers: not a candidate
-          fi
-          tok=$(tokens_of "$f")
-          if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
-            best_tok=$tok best=${modes[i]}
-          fi
-        done
-      fi
-      IFS='|' read -r name tt bt wp ct <<< "$best"
-      torch_env_for "$bt" "$wp" "$ct"
+        # PyTorch's candidate modes: name|torch threads|OpenBLAS threads|OMP_WAIT_POLICY|CORETYPE|dtype
+        if (( t == 1 )); then
+          modes=("torch 1 / OpenBLAS 1|1|1|||fp32")
+        else
+          modes=("torch $t / OpenBLAS 1|$t|1|||fp32" "torch 1 / OpenBLAS $t|1|$t|||fp32"
+                 "torch $t / OpenBLAS $t, OMP_WAIT_POLICY=PASSIVE|$t|$t|PASSIVE||fp32")
+        fi
+        if [[ $dtype == bf16 ]]; then  # torch at its best: each mode in float32 and under autocast
+          for ((i = 0, n = ${#modes[@]}; i < n; i++)); do
+            IFS='|' read -r name tt bt wp ct dt <<< "${modes[i]}"
+            modes+=("$name, autocast bf16|$tt|$bt|$wp|$ct|bf16")
+          done
+        fi
+        n_base=${#modes[@]}
+        if [[ -n $torch_coretype ]]; then  # mode i + n_base is mode i with OpenBLAS's other kernels
+          for ((i = 0; i < n_base; i++)); do
+            IFS='|' read -r name tt bt wp ct dt <<< "${modes[i]}"
+            modes+=("$name, OPENBLAS_CORETYPE=$torch_coretype|$tt|$bt|$wp|$torch_coretype|$dt")
+          done
+        fi
+        best=${modes[0]}
+        pw=$probe_warmup ps=$probe_steps
+        if [[ $config == medium ]] && (( ! quick )); then pw=1 ps=3; fi  # its steps take seconds
+        if (( ${#modes[@]} > 1 )); then
+          best_tok=0
+          for ((i = 0; i < ${#modes[@]}; i++)); do
+            IFS='|' read -r name tt bt wp ct dt <<< "${modes[i]}"
+            log "$what, $t thread(s): torch probe ($name)"
+            f="${base}_torch_probe$i.json"
+            torch_env_for "$bt" "$wp" "$ct"
+            run_to "$f" "$(meta "$name" true)" "${torch_env[@]}" -- \
+              "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --dtype "$dt" \
+              --threads "$tt" --mode train --warmup "$pw" --steps "$ps" || continue
+            if (( i >= n_base )) && ! losses_agree "${base}_torch_probe$((i - n_base)).json" "$f"; then
+              continue  # other kernels, other numbers: not a candidate
+            fi
+            tok=$(tokens_of "$f")
+            if "$py" -c "import sys; sys.exit(0 if $tok > $best_tok else 1)"; then
+              best_tok=$tok best=${modes[i]}
+            fi
+          done
+        fi
+        IFS='|' read -r name tt bt wp ct dt <<< "$best"
+        torch_env_for "$bt" "$wp" "$ct"
 
-      log "$what, $t thread(s): torch train ($name)"
-      run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
-        "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
-        --mode train "${common[@]}" || true
+        log "$what, $t thread(s): torch train ($name)"
+        run_to "${base}_torch_train.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+          "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --dtype "$dt" \
+          --threads "$tt" --mode train "${common[@]}" || true
 
-      log "$what, $t thread(s): xgrad forward"
-      run_to "${base}_xgrad_forward.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
-        "$gpt_bench" --arch "$arch" --config "$config" --threads "$t" --mode forward "${common[@]}" || true
+        log "$what, $t thread(s): xgrad forward"
+        run_to "${base}_xgrad_forward.json" "$(meta "" false)" OPENBLAS_NUM_THREADS="$t" -- \
+          "$gpt_bench" --arch "$arch" --config "$config" --dtype "$dtype" --threads "$t" --mode forward \
+          "${common[@]}" || true
 
-      log "$what, $t thread(s): torch forward ($name)"
-      run_to "${base}_torch_forward.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
-        "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --threads "$tt" \
-        --mode forward "${common[@]}" || true
+        log "$what, $t thread(s): torch forward ($name)"
+        run_to "${base}_torch_forward.json" "$(meta "$name" false)" "${torch_env[@]}" -- \
+          "$py" "$root/bench/pytorch/gpt_bench.py" --arch "$arch" --config "$config" --dtype "$dt" \
+          --threads "$tt" --mode forward "${common[@]}" || true
+      done
     done
   done
 done

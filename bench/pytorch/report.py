@@ -13,8 +13,10 @@ ops/xgrad_t<N>.json (Google Benchmark JSON) and ops/torch_t<N>*.json. OUT_JSON i
 atomically (written to OUT_JSON.tmp, then renamed); the section the other mode wrote ("rows"
 for train, "ops" for ops) is kept.
 
-Rows are per (arch, config, threads): arch "gpt" (GPTModel) or "llama" (LlamaModel at the
-same config's llama-<config> shape); records without "arch" are GPT rows.
+Rows are per (arch, config, dtype, threads): arch "gpt" (GPTModel) or "llama" (LlamaModel at
+the same config's llama-<config> shape); records without "arch" are GPT rows. dtype "fp32", or
+"bf16": xgrad's step under xgrad::autocast(kBFloat16) against torch at its best among float32
+and torch.autocast (bench.sh's "row_dtype"; records without it are fp32 rows).
 
 FLOP convention (training step, per step): 6 * N_nonemb * tokens  +  12 * L * T * d * tokens / 2
 with N_nonemb = parameters without tok_emb and pos_emb (the Llama has no pos_emb), L layers, T context, d emb_dim and
@@ -25,6 +27,9 @@ core), the peak measured by bench/fma_peak.cpp in the same run (one thread, the 
 present, on-CPU time, the best of the start and end probes). A forward pass is a third of
 the step's FLOPs (2 N + 4 L T d / 2 per token), so forward MFU uses flops / 3. The 1024^3
 sgemm probe (xgrad's GEMM and OpenBLAS's own threads) is printed next to it for reference.
+A bf16 row also has "mfu_bf16_peak", against the same probe's bfloat16 peak (vdpbf16ps
+chains; null without AVX512_BF16), and "bf16_over_fp32", its tokens/s over xgrad's own fp32
+row of the same arch, config and threads.
 
 The targets table puts each row against the TARGETS below, and a Llama row also against the
 GPT row of the same config and thread count from the same run (its goal: at least the GPT's
@@ -136,16 +141,21 @@ def read_jsonl(path):
 
 def fma_peaks(records):
     """The FMA probe per thread count, the best of the start and end probes: {"avx512": on-CPU
-    GFLOP/s of all threads together, "avx512_wall": wall-clock, the same for "avx2", "isa":
-    the widest the CPU has}."""
+    GFLOP/s of all threads together, "avx512_wall": wall-clock, the same for "avx2" and for
+    "bf16" (vdpbf16ps), "isa": the widest the CPU has}."""
     peaks = {}
     for r in records:
         cur = peaks.setdefault(r["threads"], {"isa": r["isa"]})
-        for isa in ("avx512", "avx2"):
+        for isa in ("avx512", "avx2", "bf16"):
             for key, field in ((isa, f"{isa}_gflops"), (f"{isa}_wall", f"{isa}_gflops_wall")):
                 if r.get(field) is not None:
                     cur[key] = max(cur.get(key, 0.0), r[field])
     return peaks
+
+
+def row_dtype(r):
+    """The row a record belongs to: "fp32" or "bf16" (bench.sh's row_dtype)."""
+    return r.get("row_dtype", "fp32")
 
 
 def fma_per_core(peaks):
@@ -180,28 +190,30 @@ def report_train(results_dir, out_json):
     fma = fma_peaks(read_records(os.path.join(results_dir, "fma", "*.json")))
     sgemm = sgemm_probes(read_records(os.path.join(results_dir, "sgemm", "*.json")))
     per_core = fma_per_core(fma)  # MFU's reference: threads x this
+    bf16_per_core = fma.get(1, {}).get("bf16")  # a bf16 row's second MFU reference
 
-    def pick(impl, arch, config, threads, mode, torch_mode=None):
+    def pick(impl, arch, config, dtype, threads, mode, torch_mode=None):
         c = [r for r in runs if r["impl"] == impl and arch_of(r) == arch and r["config"] == config
-             and r["threads_requested"] == threads and r["mode"] == mode
+             and row_dtype(r) == dtype and r["threads_requested"] == threads and r["mode"] == mode
              and (torch_mode is None or r.get("torch_mode") == torch_mode)
              and not r.get("probe")]
         return max(c, key=lambda r: r["tokens_per_s"]) if c else None
 
     order = {"tiny": 0, "small": 1, "medium": 2}
     arch_order = {"gpt": 0, "llama": 1}
-    keys = sorted({(arch_of(r), r["config"], r["threads_requested"]) for r in runs},
-                  key=lambda k: (order.get(k[1], 9), k[2], arch_order.get(k[0], 9)))
+    keys = sorted({(arch_of(r), r["config"], row_dtype(r), r["threads_requested"]) for r in runs},
+                  key=lambda k: (order.get(k[1], 9), k[3], arch_order.get(k[0], 9), k[2]))
     rows = []
-    for arch, config, threads in keys:
-        xt = pick("xgrad", arch, config, threads, "train")
-        tt = pick("torch", arch, config, threads, "train")
-        xf = pick("xgrad", arch, config, threads, "forward")
-        tf = pick("torch", arch, config, threads, "forward", tt.get("torch_mode") if tt else None)
+    for arch, config, dtype, threads in keys:
+        xt = pick("xgrad", arch, config, dtype, threads, "train")
+        tt = pick("torch", arch, config, dtype, threads, "train")
+        xf = pick("xgrad", arch, config, dtype, threads, "forward")
+        tf = pick("torch", arch, config, dtype, threads, "forward", tt.get("torch_mode") if tt else None)
         if not xt or not tt:
             continue
         flops = train_flops(xt)
         peak = threads * per_core if per_core else None
+        bf16_peak = threads * bf16_per_core if bf16_per_core and dtype == "bf16" else None
 
         def gflops(r, share=1.0):  # share: the part of a step's FLOPs that r runs
             return share * flops * r["tokens_per_s"] / (r["batch"] * r["context"]) / 1e9
@@ -209,8 +221,9 @@ def report_train(results_dir, out_json):
         def mfu(r, share=1.0):
             return round(gflops(r, share) / peak, 4) if r and peak else None
 
+        xfp32 = pick("xgrad", arch, config, "fp32", threads, "train") if dtype == "bf16" else None
         row = {
-            "arch": arch, "config": config, "threads": threads,
+            "arch": arch, "config": config, "dtype": dtype, "threads": threads,
             "xgrad_tokens_per_s": round(xt["tokens_per_s"], 1),
             "torch_tokens_per_s": round(tt["tokens_per_s"], 1),
             "ratio": round(xt["tokens_per_s"] / tt["tokens_per_s"], 3),
@@ -221,6 +234,10 @@ def report_train(results_dir, out_json):
             "forward_ratio": (round(xf["tokens_per_s"] / tf["tokens_per_s"], 3)
                               if xf and tf else None),
             "torch_mode": tt.get("torch_mode"),
+            "gemm_path": xt.get("gemm_path") or xt.get("gemm_backend"),
+            "mfu_bf16_peak": round(gflops(xt) / bf16_peak, 4) if bf16_peak else None,
+            "bf16_over_fp32": (round(xt["tokens_per_s"] / xfp32["tokens_per_s"], 3)
+                               if xfp32 else None),
             # extras
             "torch_gflops": round(gflops(tt), 2),
             "torch_mfu": mfu(tt),
@@ -240,7 +257,7 @@ def report_train(results_dir, out_json):
         rows.append(row)
 
     # the torch mode probes and the OPENBLAS_CORETYPE checks, for the record
-    probes = [{k: r.get(k) for k in ("arch", "config", "threads_requested", "torch_mode",
+    probes = [{k: r.get(k) for k in ("arch", "config", "row_dtype", "threads_requested", "torch_mode",
                                      "tokens_per_s", "steps", "first_loss", "last_loss",
                                      "openblas_core")}
               for r in runs if r.get("probe")]
@@ -257,21 +274,27 @@ def report_train(results_dir, out_json):
     for t, p in sorted(fma.items()):
         print(f"  FMA probe, {t} thread(s) at once: " + ", ".join(
             f"{isa} {p[isa]:.1f} GF/s on-CPU, {p.get(isa + '_wall', 0):.1f} wall-clock"
-            for isa in ("avx512", "avx2") if p.get(isa)))
+            for isa in ("avx512", "avx2", "bf16") if p.get(isa)))
+    print("bf16 peak per core (a bf16 row's 'MFU bf16'): "
+          + (f"{bf16_per_core:.1f} GF/s (vdpbf16ps, on-CPU time)" if bf16_per_core
+             else "not measured (no AVX512_BF16)"))
     print()
-    hdr = (f"{'arch':<5} {'config':<7} {'thr':>3} {'xgrad tok/s':>12} {'torch tok/s':>12} {'ratio':>6} "
-           f"{'fwd ratio':>9} {'xgrad GF/s':>10} {'MFU':>6} {'torch GF/s':>10} {'MFU':>6} "
-           f"{'fwd MFU x/t':>13} {'RSS MB x/t':>12}  torch mode")
+    hdr = (f"{'arch':<5} {'config':<7} {'dtype':<5} {'thr':>3} {'xgrad tok/s':>12} {'torch tok/s':>12} "
+           f"{'ratio':>6} {'fwd ratio':>9} {'xgrad GF/s':>10} {'MFU':>6} {'MFU bf16':>8} {'bf16/fp32':>9} "
+           f"{'torch GF/s':>10} {'MFU':>6} {'fwd MFU x/t':>13} {'RSS MB x/t':>12}  torch mode")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         rss = f"{r['xgrad_peak_rss_mb']:.0f}/{r['torch_peak_rss_mb']:.0f}"
         fwd = f"{pct(r['xgrad_forward_mfu'])}/{pct(r['torch_forward_mfu'])}"
-        print(f"{r['arch']:<5} {r['config']:<7} {r['threads']:>3} {r['xgrad_tokens_per_s']:>12.0f} "
+        print(f"{r['arch']:<5} {r['config']:<7} {r['dtype']:<5} {r['threads']:>3} {r['xgrad_tokens_per_s']:>12.0f} "
               f"{r['torch_tokens_per_s']:>12.0f} {r['ratio']:>6.2f} "
               f"{fmt(r['forward_ratio'], '>9.2f'):>9} {r['gflops']:>10.1f} {pct(r['mfu']):>6} "
+              f"{pct(r['mfu_bf16_peak']):>8} {fmt(r['bf16_over_fp32'], '>9.2f'):>9} "
               f"{r['torch_gflops']:>10.1f} {pct(r['torch_mfu']):>6} {fwd:>13} {rss:>12}  "
               f"{r['torch_mode']}")
+    backends = sorted({r["gemm_path"] for r in rows if r["gemm_path"]})
+    print("GEMM path(s): " + ("; ".join(backends) if backends else "-"))
     print()
     print("ratio = xgrad tokens/s / torch tokens/s (training step: forward, cross-entropy, "
           "backward, AdamW, zero_grad; torch in its best mode); fwd ratio = the same for "
@@ -301,6 +324,7 @@ def report_train(results_dir, out_json):
         "torch": torch_version,
         "flop_formula": FLOP_FORMULA,
         "fma_peak_gflops_per_core": per_core,
+        "bf16_peak_gflops_per_core": bf16_per_core,
         "fma_probe_gflops": {str(t): g for t, g in sorted(fma.items())},
         "sgemm_probe_gflops": {str(t): g for t, g in sorted(sgemm.items())},
         "torch_mode_probes": probes,
@@ -324,12 +348,12 @@ def report_targets(rows):
             return "met"
         return "short, above peak" if needs is not None and needs > 1.0 else "short"
 
-    gpt_rows = {(r["config"], r["threads"]): r for r in rows if r["arch"] == "gpt"}
+    gpt_rows = {(r["config"], r["dtype"], r["threads"]): r for r in rows if r["arch"] == "gpt"}
     out = []
     for r in rows:
         if r["config"] not in TARGETS:
             continue
-        gpt = gpt_rows.get((r["config"], r["threads"])) if r["arch"] != "gpt" else None
+        gpt = gpt_rows.get((r["config"], r["dtype"], r["threads"])) if r["arch"] != "gpt" else None
         ratio_t, mfu_ts = TARGETS[r["config"]]
         mfu_t = mfu_ts.get(r["threads"])
         needs = r["torch_mfu"] * ratio_t if r["torch_mfu"] is not None else None
@@ -337,7 +361,8 @@ def report_targets(rows):
                   if r["torch_forward_mfu"] is not None else None)
         rss = r["xgrad_peak_rss_mb"] / r["torch_peak_rss_mb"] if r["torch_peak_rss_mb"] else None
         out.append({
-            "arch": r["arch"], "config": r["config"], "threads": r["threads"],
+            "arch": r["arch"], "config": r["config"], "dtype": r["dtype"], "threads": r["threads"],
+            "bf16_over_fp32": r["bf16_over_fp32"],
             "ratio_target": ratio_t, "ratio": r["ratio"],
             "ratio_needs_mfu": round(needs, 4) if needs is not None else None,
             "ratio_verdict": verdict(r["ratio"], ratio_t, needs),
@@ -356,7 +381,7 @@ def report_targets(rows):
                                 and gpt["mfu"] is not None and r["mfu"] >= gpt["mfu"] else "short")
                                if gpt else "-"),
         })
-    hdr = (f"{'arch':<5} {'config':<7} {'thr':>3} {'ratio / goal':>12} {'needs MFU':>9} {'':<17} "
+    hdr = (f"{'arch':<5} {'config':<7} {'dtype':<5} {'thr':>3} {'ratio / goal':>12} {'needs MFU':>9} {'':<17} "
            f"{'MFU / goal':>15} {'':<5} {'fwd / goal':>11} {'fwd MFU':>7} {'needs':>7} "
            f"{'':<17} {'RSS x/t / goal':>14}  vs GPT (ratio, MFU)")
     print()
@@ -368,7 +393,7 @@ def report_targets(rows):
     for t in out:
         vs_gpt = (f"{t['gpt_ratio']:.2f}, {pct(t['gpt_mfu'])}: {t['vs_gpt_verdict']}"
                   if t["gpt_ratio"] is not None else "")
-        print(f"{t['arch']:<5} {t['config']:<7} {t['threads']:>3} "
+        print(f"{t['arch']:<5} {t['config']:<7} {t['dtype']:<5} {t['threads']:>3} "
               f"{t['ratio']:>6.2f} / {t['ratio_target']:>3.1f} {pct(t['ratio_needs_mfu']):>9} "
               f"{t['ratio_verdict']:<17} {pct(t['mfu']):>6} / {pct(t['mfu_target']):>6} "
               f"{t['mfu_verdict']:<5} {fmt(t['forward_ratio'], '>5.2f'):>5} / {FORWARD_TARGET:>3.1f} "
