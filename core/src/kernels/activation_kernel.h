@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "vec_math.h"
 
@@ -211,6 +212,17 @@ inline void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx
 
 // y = gelu(x), the tanh approximation or the exact erf form (vec::gelu_tanh, vec::gelu_erf).
 inline void gelu_forward(const Tensor& x, const Tensor& y, bool tanh_approx) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    parallel_elems(x.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map_bf16_blocks(px + lo, py + lo, hi - lo, [&](int64_t, const float* xf, float* yf, int64_t m) {
+        if (tanh_approx) vec::map(xf, yf, m, [](auto v) { return vec::gelu_tanh<float>(v); });
+        else vec::map(xf, yf, m, [](auto v) { return vec::gelu_erf<float>(v); });
+      });
+    });
+    return;
+  }
   dispatch_float(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -225,6 +237,19 @@ inline void gelu_forward(const Tensor& x, const Tensor& y, bool tanh_approx) {
 // dx = dy * gelu'(x), the derivative evaluated again from x in the loop that multiplies it
 // by dy (no second tensor saved by the forward).
 inline void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx, bool tanh_approx) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16 *px = x.data_ptr<bf16>(), *pd = dy.data_ptr<bf16>();
+    bf16* po = dx.data_ptr<bf16>();
+    parallel_elems(x.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map2_bf16_blocks(
+          pd + lo, px + lo, po + lo, hi - lo, [&](const float* d, const float* v, float* o, int64_t m) {
+            if (tanh_approx)
+              vec::map2(d, v, o, m, [](auto g, auto u) { return g * vec::gelu_tanh_grad<float>(u); });
+            else vec::map2(d, v, o, m, [](auto g, auto u) { return g * vec::gelu_erf_grad<float>(u); });
+          });
+    });
+    return;
+  }
   dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();

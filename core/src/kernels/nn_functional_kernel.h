@@ -29,7 +29,9 @@ inline void dropout_bf16(const Tensor& x, const Tensor& keep, double p, const Te
   const bf16* px = x.data_ptr<bf16>();
   bf16* po = out.data_ptr<bf16>();
   parallel_elems(out.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) po[i] = to_bf16(widen(px[i]) * (pm[i] ? scale : 0.0f));
+    map_bf16_blocks(px + lo, po + lo, hi - lo, [&](int64_t i, const float* xf, float* yf, int64_t m) {
+      vec::mul_keep_mask(xf, pm + lo + i, scale, yf, m);
+    });
   });
 }
 

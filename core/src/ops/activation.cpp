@@ -135,8 +135,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   check_floating_any("gelu", a);
-  Tensor out = in_float(
-      a, [tanh_approx](const Tensor& x, const Tensor& y) { kernels::gelu_forward(x, y, tanh_approx); });
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
+  kernels::gelu_forward(contig(a), out, tanh_approx);
   return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = gelu(x), so dx = dout * gelu'(x), gelu' from the saved x
     const Tensor& xv = xs.get();
@@ -144,9 +144,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
       grads.add(0, dout * gelu_derivative(xv, tanh_approx));
       return;
     }
-    grads.add(0, in_float(xv, dout, [tanh_approx](const Tensor& xc, const Tensor& dy, const Tensor& dx) {
-                kernels::gelu_backward(xc, dy, dx, tanh_approx);
-              }));
+    Tensor dx = empty(xv.shape(), xv.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
+    kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);
+    grads.add(0, std::move(dx));
   });
 }
 
