@@ -275,6 +275,29 @@ TEST(BFloat16Ops, PromotionMatchesTorch) {
   expect_error([&] { (void)(x3.to(kFloat32) + x3.to(kFloat64)); }, {"add", "dtype mismatch"});
 }
 
+// The fused float32 + bfloat16 add (the residual add) against its composed twin, to() then
+// add: the same bits forward and backward, in both orders and broadcast either way.
+TEST(BFloat16Ops, MixedAddIsItsComposedTwin) {
+  const Tensor h = fx().get("y") * 1.001;  // float32
+  const std::vector<std::pair<Tensor, Tensor>> pairs = {
+      {h, bf("x")}, {bf("x"), h}, {h, bf("y_row")}, {bf("y_col"), h}};
+  for (const auto& [a0, b0] : pairs) {
+    const Tensor a = a0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+    const Tensor a2 = a0.detach().requires_grad_(), b2 = b0.detach().requires_grad_();
+    const Tensor fused = a + b;
+    const Tensor twin = a2.to(kFloat32) + b2.to(kFloat32);
+    EXPECT_EQ(fused.grad_fn_name(), "AddBackward0");
+    expect_close(fused, twin, 0.0, 0.0, "mixed add");
+    const Tensor g = randn(fused.shape());
+    fused.backward(g);
+    twin.backward(g);
+    EXPECT_EQ(a.grad().dtype(), a.dtype());
+    EXPECT_EQ(b.grad().dtype(), b.dtype());
+    expect_close(a.grad().to(kFloat32), a2.grad().to(kFloat32), 0.0, 0.0, "da");
+    expect_close(b.grad().to(kFloat32), b2.grad().to(kFloat32), 0.0, 0.0, "db");
+  }
+}
+
 TEST(BFloat16Ops, ComparisonsMatchTorch) {
   const Tensor gt_out = gt(bf("x"), bf("y"));
   EXPECT_EQ(gt_out.dtype(), kBool);

@@ -18,6 +18,10 @@
 // the vectorised axis, so no transpose is needed. Rows are shifted by their max, so -inf
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
+//
+// bfloat16: gelu's kernels read and write it through float32 blocks; softmax, log_softmax,
+// relu and sigmoid run their float32 kernels on a widened copy (in_float, op_helpers.h); either
+// way the arithmetic is float32 and each result is rounded once, forward and backward.
 #include <cmath>
 #include <numbers>
 #include <utility>

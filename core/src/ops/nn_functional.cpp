@@ -15,6 +15,11 @@
 // an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
+//
+// bfloat16: dropout's kernel scales by torch's bfloat16 noise value; embedding copies rows and
+// accumulates its gradient in float32; layer_norm and cross_entropy run in float32 between
+// recorded to() conversions, so their results and the gradients reaching bfloat16 inputs are
+// rounded once. mse_loss refuses bfloat16, as torch 1.13's CPU mse_loss does.
 #include <cmath>
 #include <cstring>
 #include <string>
