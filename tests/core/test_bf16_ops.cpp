@@ -351,6 +351,24 @@ TEST(BFloat16Ops, InPlaceAndAccumulation) {
   EXPECT_LE(max_ulps(x.grad(), want_grad.to(kFloat32), "accumulated", kSteps.rel), kSteps.ulps);
 }
 
+// The remaining ops that take bfloat16, each against its float32 result rounded once (they
+// move elements, pick one, or reduce in float32).
+TEST(BFloat16Ops, MoreOpsAreTheirFloat32Twins) {
+  const Tensor x = bf("x"), xf = x.to(kFloat32);
+  auto same = [](const Tensor& got, const Tensor& want32, const char* what) {
+    EXPECT_EQ(max_ulps(got, want32.to(kBFloat16).to(kFloat32), what), 0);
+  };
+  same(tril(x, 1), tril(xf, 1), "tril");
+  same(triu(x), triu(xf), "triu");
+  same(amin(x, {1}), amin(xf, {1}), "amin");
+  same(min(x, 0).values, min(xf, 0).values, "min(dim)");
+  same(std(x, {1}), std(xf, {1}), "std");
+  same(x.clone().clamp_(-0.2, 0.4), xf.clamp(-0.2, 0.4), "clamp_");
+  same(x.clone().fill_(0.1), full(x.shape(), 0.1), "fill_");
+  EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), argmax(xf, 1).to_vector<int64_t>());
+  EXPECT_EQ(logical_not(x > 0.0).to_vector<bool>(), logical_not(xf > 0.0).to_vector<bool>());
+}
+
 // The recorded backward (create_graph) computes the same gradients as the fused one.
 TEST(BFloat16Ops, RecordedBackwardAgreesWithFused) {
   for (const char* name : {"gelu", "softmax", "relu", "sigmoid", "silu", "mul", "tanh"}) {
