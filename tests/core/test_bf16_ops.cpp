@@ -233,6 +233,8 @@ TEST(BFloat16Ops, ElementwiseIsFloat32RoundedOnce) {
       {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
       {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
       {"softmax", [](const Tensor& a, const Tensor&) { return softmax(a, 1); }},
+      {"softmax(dim 0)", [](const Tensor& a, const Tensor&) { return softmax(a, 0); }},
+      {"log_softmax(dim 0)", [](const Tensor& a, const Tensor&) { return log_softmax(a, 0); }},
       {"layer_norm", [](const Tensor& a, const Tensor&) { return layer_norm(a, {a.size(1)}, {}, {}, 1e-5); }},
   };
   for (const auto& [name, f] : ops) {

@@ -132,10 +132,37 @@ void softmax_backward_rows(const T* y, const T* dy, T* dx, Rows g, int64_t o0, i
   }
 }
 
+// bfloat16 softmax: each outer slice (C * inner elements) widened into a float32 buffer of
+// the thread, computed by the float32 rows above and rounded once into the output; the
+// backward the same on (y, dy). Same bits as the float32 kernel on a widened copy.
+template <bool Log, bool Backward>
+void softmax_bf16(const Tensor& a, const Tensor& dy, const Tensor& out, Rows g) {
+  const bf16* pa = a.data_ptr<bf16>();
+  const bf16* pd = Backward ? dy.data_ptr<bf16>() : nullptr;
+  bf16* po = out.data_ptr<bf16>();
+  const int64_t slice = g.C * g.inner;
+  const Rows one{1, g.C, g.inner};
+  if (out.numel() == 0) return;
+  parallel_rows(g.outer, slice, kGrainMath, [&](int64_t o0, int64_t o1) {
+    std::vector<float> af(slice), df(Backward ? slice : 0), of(slice);
+    for (int64_t o = o0; o < o1; ++o) {
+      bf16_to_float_n(&pa[o * slice].bits, af.data(), slice);
+      if constexpr (Backward) {
+        bf16_to_float_n(&pd[o * slice].bits, df.data(), slice);
+        softmax_backward_rows<float, Log>(af.data(), df.data(), of.data(), one, 0, 1);
+      } else {
+        softmax_rows<float, Log>(af.data(), of.data(), one, 0, 1);
+      }
+      float_to_bf16_n(of.data(), &po[o * slice].bits, slice);
+    }
+  });
+}
+
 // y = softmax(x) (Log: log_softmax) over C of geometry g. Outer slices are split over
 // threads, each computed whole.
 template <bool Log>
 void softmax_forward(const Tensor& x, const Tensor& y, Rows g) {
+  if (x.dtype() == kBFloat16) return softmax_bf16<Log, false>(x, Tensor(), y, g);
   dispatch_float(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -149,6 +176,7 @@ void softmax_forward(const Tensor& x, const Tensor& y, Rows g) {
 // dx from y = softmax(x) (Log: log_softmax) and dy, as softmax_forward splits the rows.
 template <bool Log>
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, Rows g) {
+  if (y.dtype() == kBFloat16) return softmax_bf16<Log, true>(y, dy, dx, g);
   dispatch_float(y.dtype(), "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();

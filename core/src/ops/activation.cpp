@@ -19,7 +19,7 @@
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
 //
-// bfloat16: gelu's kernels read and write it through float32 blocks; softmax, log_softmax,
+// bfloat16: the gelu and softmax kernels read and write it through float32 blocks or rows;
 // relu and sigmoid run their float32 kernels on a widened copy (in_float, op_helpers.h); either
 // way the arithmetic is float32 and each result is rounded once, forward and backward.
 #include <cmath>
@@ -43,7 +43,8 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
   const int64_t d = wrap_dim(op, dim, a.shape());
   const kernels::Rows g = kernels::rows_around(a.shape(), d);
   check_floating_any(op, a);
-  Tensor out = in_float(a, [&](const Tensor& x, const Tensor& y) { kernels::softmax_forward<Log>(x, y, g); });
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 rows)
+  kernels::softmax_forward<Log>(contig(a), out, g);
   return record(node, out, {a}, [y = save(out), g, d](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
     // for y = log_softmax(x), dx = dy - exp(y) * sum(dy)
@@ -52,9 +53,9 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
       grads.add(0, Log ? dout - exp(yv) * sum(dout, d, true) : yv * (dout - sum(dout * yv, d, true)));
       return;
     }
-    grads.add(0, in_float(yv, dout, [&](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::softmax_backward<Log>(yc, dy, dx, g);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::softmax_backward<Log>(yv, contig(dout), dx, g);
+    grads.add(0, std::move(dx));
   });
 }
 
