@@ -300,6 +300,32 @@ TEST(BFloat16Ops, MixedAddIsItsComposedTwin) {
   }
 }
 
+// layer_norm's bfloat16 kernels against the float32 op on widened copies, rounded once:
+// forward and all three gradients, bit for bit (N = 90 takes the rows' generic path, N = 64 the
+// SIMD one; M = 70 rows cross the backward's 64-row blocks).
+TEST(BFloat16Ops, LayerNormKernelIsItsFloat32Twin) {
+  for (int64_t N : {90, 64}) {
+    SCOPED_TRACE(N);
+    manual_seed(5);
+    const Tensor x0 = randn({70, N}).to(kBFloat16), w0 = randn({N}).to(kBFloat16),
+                 b0 = randn({N}).to(kBFloat16);
+    const Tensor g = randn({70, N}).to(kBFloat16);
+    const Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(),
+                 b = b0.detach().requires_grad_();
+    const Tensor out = layer_norm(x, {N}, w, b, 1e-5);
+    out.backward(g);
+    const Tensor xf = x0.to(kFloat32).requires_grad_(), wf = w0.to(kFloat32).requires_grad_(),
+                 bf32 = b0.to(kFloat32).requires_grad_();
+    const Tensor twin = layer_norm(xf, {N}, wf, bf32, 1e-5);
+    twin.backward(g.to(kFloat32));
+    EXPECT_EQ(out.grad_fn_name(), "NativeLayerNormBackward0");
+    EXPECT_EQ(max_ulps(out, twin.to(kBFloat16).to(kFloat32), "y"), 0);
+    EXPECT_EQ(max_ulps(x.grad(), xf.grad().to(kBFloat16).to(kFloat32), "dx"), 0);
+    EXPECT_EQ(max_ulps(w.grad(), wf.grad().to(kBFloat16).to(kFloat32), "dw"), 0);
+    EXPECT_EQ(max_ulps(b.grad(), bf32.grad().to(kBFloat16).to(kFloat32), "db"), 0);
+  }
+}
+
 TEST(BFloat16Ops, ComparisonsMatchTorch) {
   const Tensor gt_out = gt(bf("x"), bf("y"));
   EXPECT_EQ(gt_out.dtype(), kBool);
