@@ -125,11 +125,16 @@ inline void layer_norm_forward_bf16(const Tensor& x, const Tensor& w, const Tens
   float* pm = mean.data_ptr<float>();
   float* pr = rstd.data_ptr<float>();
   parallel_rows(M, N, kGrain, [&](int64_t r0, int64_t r1) {
-    std::vector<float> xf((r1 - r0) * N), yf((r1 - r0) * N);
-    bf16_to_float_n(&px[r0 * N].bits, xf.data(), (r1 - r0) * N);
-    vec::layer_norm_rows<float>(xf.data(), wf.empty() ? nullptr : wf.data(), bf.empty() ? nullptr : bf.data(),
-                                yf.data(), pm + r0, pr + r0, N, eps, 0, r1 - r0);
-    float_to_bf16_n(yf.data(), &py[r0 * N].bits, (r1 - r0) * N);
+    constexpr int64_t kRows = 16;  // rows per float32 buffer, reused: it stays in the cache
+    std::vector<float> xf(kRows * N), yf(kRows * N);
+    for (int64_t s0 = r0; s0 < r1; s0 += kRows) {
+      const int64_t rows = std::min(kRows, r1 - s0);
+      bf16_to_float_n(&px[s0 * N].bits, xf.data(), rows * N);
+      vec::layer_norm_rows<float>(xf.data(), wf.empty() ? nullptr : wf.data(),
+                                  bf.empty() ? nullptr : bf.data(), yf.data(), pm + s0, pr + s0, N, eps, 0,
+                                  rows);
+      float_to_bf16_n(yf.data(), &py[s0 * N].bits, rows * N);
+    }
   });
 }
 
