@@ -30,6 +30,7 @@
 
 #include "core/fixture_reader.h"
 #include "error_message.h"
+#include "thread_count.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
@@ -324,6 +325,38 @@ TEST(BFloat16Ops, LayerNormKernelIsItsFloat32Twin) {
     EXPECT_EQ(max_ulps(w.grad(), wf.grad().to(kBFloat16).to(kFloat32), "dw"), 0);
     EXPECT_EQ(max_ulps(b.grad(), bf32.grad().to(kBFloat16).to(kFloat32), "db"), 0);
   }
+}
+
+// Same bits at any thread count: the bfloat16 paths split work as the float32 ones do, and
+// each element's (or row's) arithmetic does not depend on the split.
+TEST(BFloat16Ops, SameBitsAtAnyThreadCount) {
+  manual_seed(3);
+  const Tensor x = randn({96, 768}).to(kBFloat16), y = randn({96, 768}).to(kBFloat16);
+  const Tensor w = randn({768}).to(kBFloat16), h = randn({96, 768});
+  auto run = [&] {
+    std::vector<Tensor> outs;
+    const Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_();
+    const Tensor a = gelu(xr * y + xr, "tanh"), b = softmax(xr, -1), c = layer_norm(xr, {768}, wr, wr, 1e-5);
+    const Tensor d = exp(xr) + h, e = sum(xr * xr, {0});
+    for (const Tensor& t : {a, b, c}) outs.push_back(t.to(kFloat32));
+    outs.push_back(d);
+    outs.push_back(e.to(kFloat32));
+    ((a.to(kFloat32) + b.to(kFloat32) + c.to(kFloat32) + d).sum() + e.to(kFloat32).sum()).backward();
+    outs.push_back(xr.grad().to(kFloat32));
+    outs.push_back(wr.grad().to(kFloat32));
+    return outs;
+  };
+  std::vector<Tensor> one, two;
+  {
+    testing::ThreadCount t(1);
+    one = run();
+  }
+  {
+    testing::ThreadCount t(2);
+    two = run();
+  }
+  for (std::size_t i = 0; i < one.size(); ++i)
+    expect_close(two[i], one[i], 0.0, 0.0, "output " + std::to_string(i));
 }
 
 TEST(BFloat16Ops, ComparisonsMatchTorch) {
