@@ -190,6 +190,13 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, Rows 
 
 // y = max(x, 0); NaN stays NaN (torch's clamp_min(0) propagates it).
 inline void relu_forward(const Tensor& x, const Tensor& y) {
+  if (x.dtype() == kBFloat16) {  // exact: each element is kept or zeroed
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    return parallel_elems(y.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) py[i] = widen(px[i]) < 0.0f ? bf16{0} : px[i];
+    });
+  }
   dispatch_float(x.dtype(), "relu", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -202,6 +209,14 @@ inline void relu_forward(const Tensor& x, const Tensor& y) {
 
 // dx = dy where y > 0, else 0 (torch's threshold_backward(grad, result, 0)).
 inline void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  if (y.dtype() == kBFloat16) {  // exact: each element of dy is kept or zeroed
+    const bf16* py = y.data_ptr<bf16>();
+    const bf16* pd = dy.data_ptr<bf16>();
+    bf16* px = dx.data_ptr<bf16>();
+    return parallel_elems(dx.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) px[i] = widen(py[i]) > 0.0f ? pd[i] : bf16{0};
+    });
+  }
   dispatch_float(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();
@@ -215,6 +230,15 @@ inline void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
 
 // y = 1 / (1 + exp(-x))
 inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    return parallel_elems(y.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map_bf16_blocks(px + lo, py + lo, hi - lo, [](int64_t, const float* xf, float* yf, int64_t m) {
+        vec::map(xf, yf, m, [](auto v) { return 1.0f / (1.0f + vec::vexp(-v)); });
+      });
+    });
+  }
   dispatch_float(x.dtype(), "sigmoid", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -227,6 +251,17 @@ inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
 
 // dx = dy * (1 - y) * y
 inline void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  if (y.dtype() == kBFloat16) {  // in float32, rounded once
+    const bf16* py = y.data_ptr<bf16>();
+    const bf16* pd = dy.data_ptr<bf16>();
+    bf16* px = dx.data_ptr<bf16>();
+    return parallel_elems(dx.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float yv = widen(py[i]);
+        px[i] = to_bf16(widen(pd[i]) * (1.0f - yv) * yv);
+      }
+    });
+  }
   dispatch_float(y.dtype(), "sigmoid_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();

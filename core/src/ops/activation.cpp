@@ -19,9 +19,9 @@
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
 //
-// bfloat16: the gelu and softmax kernels read and write it through float32 blocks or rows;
-// relu and sigmoid run their float32 kernels on a widened copy (in_float, op_helpers.h); either
-// way the arithmetic is float32 and each result is rounded once, forward and backward.
+// bfloat16: every kernel here reads and writes it itself (float32 blocks on the stack, or
+// float32 rows per thread): the arithmetic is float32 and each result is rounded once,
+// forward and backward (relu moves elements and is exact).
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -76,7 +76,8 @@ Tensor log_softmax(const Tensor& a, Int dim) {
 Tensor relu(const Tensor& a) {
   profiler::RecordFunction rec("relu");
   check_floating_any("relu", a);
-  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::relu_forward(x, y); });
+  Tensor out = empty(a.shape(), a.dtype());
+  kernels::relu_forward(contig(a), out);
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
     const Tensor& yv = y.get();
@@ -84,9 +85,9 @@ Tensor relu(const Tensor& a) {
       grads.add(0, where(yv > 0.0, dout, 0.0));
       return;
     }
-    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::relu_backward(yc, dy, dx);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::relu_backward(yv, contig(dout), dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -94,7 +95,8 @@ Tensor relu(const Tensor& a) {
 Tensor sigmoid(const Tensor& a) {
   profiler::RecordFunction rec("sigmoid");
   check_floating_any("sigmoid", a);
-  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::sigmoid_forward(x, y); });
+  Tensor out = empty(a.shape(), a.dtype());
+  kernels::sigmoid_forward(contig(a), out);
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
     const Tensor& yv = y.get();
@@ -102,9 +104,9 @@ Tensor sigmoid(const Tensor& a) {
       grads.add(0, dout * (1.0 - yv) * yv);
       return;
     }
-    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::sigmoid_backward(yc, dy, dx);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::sigmoid_backward(yv, contig(dout), dx);
+    grads.add(0, std::move(dx));
   });
 }
 
