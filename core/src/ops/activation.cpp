@@ -18,6 +18,10 @@
 // the vectorised axis, so no transpose is needed. Rows are shifted by their max, so -inf
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
+//
+// bfloat16: every kernel here reads and writes it itself (float32 blocks on the stack, or
+// float32 rows per thread): the arithmetic is float32 and each result is rounded once,
+// forward and backward (relu moves elements and is exact).
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -38,8 +42,8 @@ template <bool Log>
 Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t dim) {
   const int64_t d = wrap_dim(op, dim, a.shape());
   const kernels::Rows g = kernels::rows_around(a.shape(), d);
-  kernels::check_floating(op, a);
-  Tensor out = empty(a.shape(), a.dtype());
+  check_floating_any(op, a);
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 rows)
   kernels::softmax_forward<Log>(contig(a), out, g);
   return record(node, out, {a}, [y = save(out), g, d](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
@@ -71,7 +75,7 @@ Tensor log_softmax(const Tensor& a, Int dim) {
 // ---------------------------------------------------------------- relu
 Tensor relu(const Tensor& a) {
   profiler::RecordFunction rec("relu");
-  kernels::check_floating("relu", a);
+  check_floating_any("relu", a);
   Tensor out = empty(a.shape(), a.dtype());
   kernels::relu_forward(contig(a), out);
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
@@ -90,7 +94,7 @@ Tensor relu(const Tensor& a) {
 // ---------------------------------------------------------------- sigmoid
 Tensor sigmoid(const Tensor& a) {
   profiler::RecordFunction rec("sigmoid");
-  kernels::check_floating("sigmoid", a);
+  check_floating_any("sigmoid", a);
   Tensor out = empty(a.shape(), a.dtype());
   kernels::sigmoid_forward(contig(a), out);
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
@@ -137,8 +141,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   const bool tanh_approx = approximate == "tanh";
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
-  kernels::check_floating("gelu", a);
-  Tensor out = empty(a.shape(), a.dtype());
+  check_floating_any("gelu", a);
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
   kernels::gelu_forward(contig(a), out, tanh_approx);
   return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = gelu(x), so dx = dout * gelu'(x), gelu' from the saved x
@@ -147,7 +151,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
       grads.add(0, dout * gelu_derivative(xv, tanh_approx));
       return;
     }
-    Tensor dx = empty(xv.shape(), xv.dtype());
+    Tensor dx = empty(xv.shape(), xv.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
     kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);
     grads.add(0, std::move(dx));
   });

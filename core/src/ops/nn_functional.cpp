@@ -15,6 +15,12 @@
 // an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
+//
+// bfloat16: dropout's kernel scales by torch's bfloat16 noise value; embedding copies rows and
+// accumulates its gradient in float32; layer_norm's kernels widen rows into float32 buffers
+// (float32 statistics, dweight and dbias summed in float32); cross_entropy runs in float32
+// between recorded to() conversions. Each result and gradient is rounded once. mse_loss refuses bfloat16, as
+// torch 1.13's CPU mse_loss does.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -52,7 +58,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   profiler::RecordFunction rec("dropout");
   check_dropout_p("dropout", p);
   if (!training || p == 0.0) return a;
-  kernels::check_floating("dropout", a);
+  check_floating_any("dropout", a);
   Tensor out = empty(a.shape(), a.dtype());
   if (p == 1.0) {  // torch: input * zeros({}), no draws
     std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(a.dtype()));
@@ -86,8 +92,10 @@ namespace {
 // with create_graph); its own backward is an embedding lookup, so it differentiates to any
 // order. With grad mode off it is the kernel call alone.
 Tensor embedding_dense_backward(const Tensor& dout, const Tensor& ids, int64_t V, int64_t D) {
-  Tensor dw = zeros({V, D}, dout.dtype());
-  kernels::embedding_backward(ids, contig(dout), dw);
+  // a bfloat16 gradient accumulates in float32 and is rounded once
+  Tensor dw = zeros({V, D}, dout.dtype() == kBFloat16 ? kFloat32 : dout.dtype());
+  kernels::embedding_backward(ids, contig(compute_copy(dout)), dw);
+  dw = result_as(dw, dout);
   return record("EmbeddingDenseBackwardBackward0", dw, {dout}, [ids](const Tensor& ddw, Grads& grads) {
     // in the forward pass dw[ids[i]] += dout[i], so ddout[i] = ddw[ids[i]]
     grads.add(0, embedding(ddw, ids));
@@ -103,7 +111,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (indices.dtype() != kInt64)
     fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()), " tensor of shape ",
          indices.shape());
-  kernels::check_floating("embedding", weight);
+  check_floating_any("embedding", weight);
   const int64_t V = weight.size(0), D = weight.size(1);
   const Tensor idx = contig(indices);
   const int64_t* pi = idx.data_ptr<int64_t>();
@@ -165,7 +173,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (!ok)
     fail("layer_norm", "normalized_shape ", normalized_shape,
          " does not match the trailing dims of input shape ", xs);
-  kernels::check_floating("layer_norm", x);
+  check_floating_any("layer_norm", x);
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
@@ -177,7 +185,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const int64_t N = numel_of(normalized_shape);
   const int64_t M = N == 0 ? 0 : x.numel() / N;
   Tensor out = empty(xs, x.dtype());
-  Tensor mean = empty({M}, x.dtype()), rstd = empty({M}, x.dtype());
+  // the row statistics stay float32 for bfloat16 (the kernel computes in float32)
+  const DType stat = x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  Tensor mean = empty({M}, stat), rstd = empty({M}, stat);
   kernels::layer_norm_forward(contig(x), weight.defined() ? contig(weight) : Tensor(),
                               bias.defined() ? contig(bias) : Tensor(), eps, M, N, out, mean, rstd);
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
@@ -191,15 +201,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                                                  static_cast<int64_t>(normalized_shape.size()), eps, grads);
                     return;
                   }
-                  const DType dt = xs.get().dtype();
+                  const DType dt = xs.get().dtype(), acc = mean.dtype();  // dw, db sum in acc
                   Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
-                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
-                  Tensor db = grads.wants(2) ? zeros(normalized_shape, dt) : Tensor();
+                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, acc) : Tensor();
+                  Tensor db = grads.wants(2) ? zeros(normalized_shape, acc) : Tensor();
                   kernels::layer_norm_backward(contig(xs.get()), ws.defined() ? contig(ws.get()) : Tensor(),
                                                contig(dout), mean, rstd, M, N, dx, dw, db);
                   if (dx.defined()) grads.add(0, std::move(dx));
-                  if (dw.defined()) grads.add(1, std::move(dw));
-                  if (db.defined()) grads.add(2, std::move(db));
+                  if (dw.defined()) grads.add(1, dw.to(dt));  // bfloat16: rounded once
+                  if (db.defined()) grads.add(2, db.to(dt));
                 });
 }
 
@@ -292,7 +302,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
 }
 
 void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) {
-  kernels::check_floating(op, input);
+  check_floating_any(op, input);
   if (target.dtype() != kInt64)
     fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()), " tensor of shape ",
          target.shape(), " (input shape ", input.shape(), "; class-probability targets are not supported)");
@@ -314,6 +324,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
          input.dim() == 3 && target.shape().size() == 2
              ? "; for class-last (B, T, C) logits use cross_entropy_last_dim or flatten(0, 1)"
              : "");
+  if (input.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
+    return cross_entropy(input.to(kFloat32), target, options).to(kBFloat16);
   if (input.dim() <= 2) return cross_entropy_classes_last(op, input, target, options, input.shape());
   std::vector<int64_t> order;  // (N, C, d1, ..., dk) -> (N, d1, ..., dk, C)
   order.push_back(0);
@@ -332,6 +344,8 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
   if (targets.shape() != expected)
     fail(op, "expected targets of shape ", expected, " for logits of shape ", logits.shape(),
          " (classes in the last dim), got targets of shape ", targets.shape());
+  if (logits.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
+    return cross_entropy_last_dim(logits.to(kFloat32), targets, options).to(kBFloat16);
   return cross_entropy_classes_last(op, logits, targets, options, logits.shape());
 }
 
