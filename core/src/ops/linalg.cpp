@@ -91,6 +91,29 @@ std::optional<int64_t> merged_stride(const Shape& batch, const Shape& bstrides, 
   return inner.value_or(1);
 }
 
+// A matrix operand's elements: T, or a bfloat16 tensor's bits (TI = uint16_t).
+template <class TI>
+const TI* operand(const Tensor& t) {
+  if constexpr (std::is_same_v<TI, uint16_t>) return static_cast<const uint16_t*>(t.raw_data_ptr());
+  else return t.data_ptr<TI>();
+}
+
+// C = op(A) @ op(B) + beta * C (or + bias), with op(A)'s row sums where sums is given: the
+// float32 / float64 GEMM, or the bfloat16 one (float32 C; no row sums: sums is null).
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, float* sums) {
+  blas::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias, sums);
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+          int64_t ldb, double beta, double* c, int64_t ldc, const double* bias, double* sums) {
+  blas::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc, bias, sums);
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+          const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
+          float* /*sums: null*/) {
+  blas::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
+}
+
 // Below this size of the dim a batch folds into, one copy of an operand that blocks the fold
 // is cheaper than bn small GEMMs; above it the per-matrix GEMMs are efficient and copying
 // would only add memory traffic.
@@ -107,7 +130,9 @@ constexpr int64_t kSmallFoldDim = 64;
 // dY once for both); returns whether it did (if not, a_sums is not written).
 // One bmm_into call as its three strategies see it: the operands (a and b replaced by dense
 // copies where a strategy needs them, with their batch strides), the sizes and the pointers.
-template <class T>
+// T is C's element type (float32 or float64), TI the operands' (T, or uint16_t: bfloat16 bits,
+// with C in float32).
+template <class T, class TI = T>
 struct BatchedGemm {
   const Tensor& out;
   Tensor a, b;
@@ -123,8 +148,8 @@ struct BatchedGemm {
 
 // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM.
 // Returns whether it ran.
-template <class T>
-bool gemm_rows_fold(BatchedGemm<T>& g) {
+template <class T, class TI>
+bool gemm_rows_fold(BatchedGemm<T, TI>& g) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && !g.reduced && all_broadcast(batch, g.sb))) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -146,15 +171,15 @@ bool gemm_rows_fold(BatchedGemm<T>& g) {
   const MatLayout lb = layout_of(g.b);
   const MatLayout lo = ro ? layout_of(bn * M, N, *ro, g.out.stride(-1)) : MatLayout{};
   if (!(la.ok && lb.ok && lo.ok && !lo.trans)) return false;
-  blas::gemm(la.trans, lb.trans, bn * M, N, K, T(1), g.a.template data_ptr<T>(), la.ld,
-             g.b.template data_ptr<T>(), lb.ld, g.beta, g.po, lo.ld, g.pbias);
+  gemm(la.trans, lb.trans, bn * M, N, K, operand<TI>(g.a), la.ld, operand<TI>(g.b), lb.ld, g.beta, g.po,
+       lo.ld, g.pbias, nullptr);
   return true;
 }
 
 // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM.
 // Returns whether it ran; sets summed when it also wrote a's row sums.
-template <class T>
-bool gemm_inner_fold(BatchedGemm<T>& g, bool& summed) {
+template <class T, class TI>
+bool gemm_inner_fold(BatchedGemm<T, TI>& g, bool& summed) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && all_broadcast(batch, g.so) && !g.pbias)) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -181,16 +206,16 @@ bool gemm_inner_fold(BatchedGemm<T>& g, bool& summed) {
   }
   const MatLayout lo = layout_of(g.out);
   if (!(la.ok && lb.ok && lo.ok && !lo.trans)) return false;
-  blas::gemm(la.trans, lb.trans, M, N, bn * K, T(1), g.a.template data_ptr<T>(), la.ld,
-             g.b.template data_ptr<T>(), lb.ld, g.beta, g.po, lo.ld, nullptr, g.psums);
+  gemm(la.trans, lb.trans, M, N, bn * K, operand<TI>(g.a), la.ld, operand<TI>(g.b), lb.ld, g.beta, g.po,
+       lo.ld, nullptr, g.psums);
   summed = g.psums != nullptr;
   return true;
 }
 
 // 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices.
 // Returns whether it wrote a's row sums.
-template <class T>
-bool gemm_per_matrix(BatchedGemm<T>& g) {
+template <class T, class TI>
+bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
   const Shape& batch = g.batch;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
   MatLayout la = layout_of(g.a), lb = layout_of(g.b);
@@ -207,8 +232,8 @@ bool gemm_per_matrix(BatchedGemm<T>& g) {
   const MatLayout lo = layout_of(g.out);
   if (!lo.ok || lo.trans)
     fail("matmul", "internal error: output of shape ", g.out.shape(), " is not row-major");
-  const T* pa = g.a.template data_ptr<T>();
-  const T* pb = g.b.template data_ptr<T>();
+  const TI* pa = operand<TI>(g.a);
+  const TI* pb = operand<TI>(g.b);
   T* po = g.po;
   const T* pbias = g.pbias;
   T* psums = bn != 1 ? nullptr : g.psums;  // one GEMM only sums the whole of a
@@ -217,8 +242,8 @@ bool gemm_per_matrix(BatchedGemm<T>& g) {
   const kernels::RowGeometry<3> geo = kernels::merge_dims<3>(batch, st);
   auto body = [&](const std::array<int64_t, 3>& off, int64_t len, const std::array<int64_t, 3>& in) {
     for (int64_t i = 0; i < len; ++i)
-      blas::gemm(la.trans, lb.trans, M, N, K, T(1), pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2],
-                 lb.ld, beta, po + off[0] + i * in[0], lo.ld, pbias, psums);
+      gemm(la.trans, lb.trans, M, N, K, pa + off[1] + i * in[1], la.ld, pb + off[2] + i * in[2], lb.ld, beta,
+           po + off[0] + i * in[0], lo.ld, pbias, psums);
   };
   // threads: whole matrices per thread (attention's (B*H) heads), unless products are summed
   // into one output (reduced) or a few big matrices are better split inside gemm
@@ -233,9 +258,38 @@ bool gemm_per_matrix(BatchedGemm<T>& g) {
   return psums != nullptr;
 }
 
+// bmm_into's GEMMs once out is set up (see below): T is out's element type, TI a's and b's.
+template <class T, class TI>
+bool run_gemms(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch, bool accumulate,
+               bool reduced, const Tensor& bias, const Tensor& a_sums) {
+  BatchedGemm<T, TI> g{out,
+                       a,
+                       b,
+                       batch,
+                       batch_strides(out, batch),
+                       batch_strides(a, batch),
+                       batch_strides(b, batch),
+                       a.size(-2),
+                       a.size(-1),
+                       b.size(-1),
+                       numel_of(batch),
+                       reduced,
+                       accumulate ? T(1) : T(0),
+                       out.data_ptr<T>(),
+                       bias.defined() ? bias.data_ptr<T>() : nullptr,
+                       a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
+  if (gemm_rows_fold(g)) return false;
+  bool summed = false;
+  if (gemm_inner_fold(g, summed)) return summed;
+  return gemm_per_matrix(g);
+}
+
+// bfloat16 operands: the products accumulate in a float32 copy of out (of out's contents when
+// accumulating), with a float32 copy of the bias, and out is rounded once from it at the end.
+// a_sums is not used (the caller sums the bias gradient itself).
 bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
               const Tensor& bias = Tensor(), const Tensor& a_sums = Tensor()) {
-  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const int64_t K = a.size(-1);
   const Shape so = batch_strides(out, batch);
   const int64_t bn = numel_of(batch);
   const bool reduced = !so.empty() && [&] {
@@ -249,37 +303,27 @@ bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
     accumulate = true;
   }
   if (K == 0 || bn == 0) return false;
-  bool summed = false;
-  kernels::dispatch_float(out.dtype(), "matmul", [&](auto tag) {
+  if (out.dtype() == kBFloat16) {
+    Tensor out32 = empty(out.shape(), kFloat32);
+    if (accumulate) kernels::copy_into(out32, out);
+    const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+    run_gemms<float, uint16_t>(out32, a, b, batch, accumulate, reduced, bias32, Tensor());
+    kernels::copy_into(out, out32);  // rounded to nearest even, once
+    return false;
+  }
+  return kernels::dispatch_float(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    BatchedGemm<T> g{out,
-                     a,
-                     b,
-                     batch,
-                     so,
-                     batch_strides(a, batch),
-                     batch_strides(b, batch),
-                     M,
-                     K,
-                     N,
-                     bn,
-                     reduced,
-                     accumulate ? T(1) : T(0),
-                     out.data_ptr<T>(),
-                     bias.defined() ? bias.data_ptr<T>() : nullptr,
-                     a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
-    if (gemm_rows_fold(g)) return;
-    if (gemm_inner_fold(g, summed)) return;
-    summed = gemm_per_matrix(g);
+    return run_gemms<T, T>(out, a, b, batch, accumulate, reduced, bias, a_sums);
   });
-  return summed;
 }
 
+// Both operands of one floating dtype: float32, float64 or bfloat16 (torch 1.13's matmul
+// throws on mixed dtypes too, "expected scalar type").
 void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) fail(op, "got an undefined tensor");
   if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
-    fail(op, "expected two float32 or two float64 tensors, got ", dtype_name(a.dtype()), " ", a.shape(),
-         " and ", dtype_name(b.dtype()), " ", b.shape());
+    fail(op, "expected two float32, two float64 or two bfloat16 tensors, got ", dtype_name(a.dtype()), " ",
+         a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
 }
 
 // A 1-D tensor (n) seen as a (1, n) matrix, as_col as (n, 1); other tensors as they are.
@@ -393,7 +437,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 namespace {
 // db = dout summed over every dim but the last, accumulated in double: the row sums of dout^T,
 // the same kernel (and bits) as the sums the weight gradient's GEMM takes beside it.
+// A bfloat16 dout is summed from its float32 copy and the sums rounded to bfloat16 once.
 Tensor bias_grad(const Tensor& dout, int64_t features) {
+  if (dout.dtype() == kBFloat16) return bias_grad(dout.detach().to(kFloat32), features).to(kBFloat16);
   Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
   Tensor db = empty({features}, dout.dtype());
   const int64_t rows = features == 0 ? 0 : d.numel() / features;
