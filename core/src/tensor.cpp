@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "bf16_kernel.h"
+#include "elementwise_kernel.h"
 #include "kernels.h"
 #include "op_helpers.h"
 #include "xgrad/autograd.h"
@@ -171,6 +172,7 @@ template float* Tensor::data_ptr<float>() const;
 template double* Tensor::data_ptr<double>() const;
 template int64_t* Tensor::data_ptr<int64_t>() const;
 template bool* Tensor::data_ptr<bool>() const;
+template bf16* Tensor::data_ptr<bf16>() const;
 
 double Tensor::item() const {
   if (numel() != 1)
@@ -356,24 +358,29 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
          dtype_name(other.dtype()), " tensor of shape ", other.shape());
   // throws naming both shapes when other cannot broadcast to this one
   const std::array<Shape, 2> st{strides(), kernels::broadcast_strides(other, shape())};
-  kernels::dispatch_float(dtype(), "add_", [&](auto tag) {
-    using T = decltype(tag);
-    const T a = static_cast<T>(alpha);
-    T* po = data_ptr<T>();
-    const T* pb = other.data_ptr<T>();
-    kernels::parallel_for_each_row<2>(
-        shape(), st, kernels::kGrain,
-        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
-          T* o = po + off[0];
-          const T* x = pb + off[1];
-          const T alpha_t = a;  // a local copy: the stores to o cannot alias it
-          if (in[0] == 1 && in[1] == 1) {
-            for (int64_t i = 0; i < n; ++i) o[i] += alpha_t * x[i];
-          } else {
-            for (int64_t i = 0; i < n; ++i) o[i * in[0]] += alpha_t * x[i * in[1]];
-          }
-        });
-  });
+  if (dtype() == kBFloat16) {  // self + alpha * other in float32, rounded once (alpha rounded first)
+    const float a = static_cast<float>(scalar_as(*this, alpha));
+    kernels::copy_into(*this, kernels::map_same<2>("add_", shape(), {detach(), other},
+                                                   [a](auto x, auto y) { return x + a * y; }));
+  } else
+    kernels::dispatch_float(dtype(), "add_", [&](auto tag) {
+      using T = decltype(tag);
+      const T a = static_cast<T>(alpha);
+      T* po = data_ptr<T>();
+      const T* pb = other.data_ptr<T>();
+      kernels::parallel_for_each_row<2>(
+          shape(), st, kernels::kGrain,
+          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& in) {
+            T* o = po + off[0];
+            const T* x = pb + off[1];
+            const T alpha_t = a;  // a local copy: the stores to o cannot alias it
+            if (in[0] == 1 && in[1] == 1) {
+              for (int64_t i = 0; i < n; ++i) o[i] += alpha_t * x[i];
+            } else {
+              for (int64_t i = 0; i < n; ++i) o[i * in[0]] += alpha_t * x[i * in[1]];
+            }
+          });
+    });
   bump_version();
   if (!GradMode::is_enabled()) return *this;  // gradient accumulation's path: no closure to build
   return record_inplace("AddBackward0", *this, {other},
@@ -389,10 +396,15 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(double value) {
   check_recorded_inplace("mul_", *this);
   check_no_internal_overlap("mul_", *this);
-  kernels::dispatch_float(dtype(), "mul_", [&](auto tag) {
-    using T = decltype(tag);
-    kernels::map_unary<T, T>(*this, *this, [v = static_cast<T>(value)](T x) { return x * v; });
-  });
+  if (dtype() == kBFloat16) {  // in float32 by a bfloat16-rounded value, rounded once
+    const float v = static_cast<float>(scalar_as(*this, value));
+    kernels::map_unary<bf16, bf16>(*this, *this,
+                                   [v](bf16 x) { return kernels::to_bf16(kernels::widen(x) * v); });
+  } else
+    kernels::dispatch_float(dtype(), "mul_", [&](auto tag) {
+      using T = decltype(tag);
+      kernels::map_unary<T, T>(*this, *this, [v = static_cast<T>(value)](T x) { return x * v; });
+    });
   bump_version();
   return record_inplace("MulBackward0", *this, {}, [value](const Tensor& dout, Grads& grads) {
     // in the forward pass self = self * value, so dself = dout * value

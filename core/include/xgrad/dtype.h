@@ -3,8 +3,10 @@
 // holds masks and comparison results; bfloat16 (torch.bfloat16: float32's sign and exponent
 // with 7 mantissa bits) stores weights and activations in half the bytes. bfloat16 is a
 // floating dtype (is_floating, like torch's is_floating_point) that tensors hold and move
-// (creation, to() both ways, item, printing, copies, views, safetensors) but no op computes
-// in: such an op throws naming itself and the dtype (dispatch_float below).
+// (creation, to() both ways, item, printing, copies, views, safetensors). The elementwise,
+// reduction, activation and indexing ops compute on it as torch's CPU ops do: each element
+// widened to float32, the arithmetic in float32, the result rounded once to bfloat16; an op
+// that does not take it yet throws naming itself and the dtype (dispatch_float below).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +47,12 @@ constexpr bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16;
 }
 
+// One bfloat16 element as it is stored: the top 16 bits of a float32. It has no arithmetic:
+// kernels widen it to float32 (bf16_kernel.h) and round their float32 result back.
+struct bf16 {
+  uint16_t bits;
+};
+
 template <class T>
 struct dtype_of;
 template <>
@@ -62,6 +70,10 @@ struct dtype_of<int64_t> {
 template <>
 struct dtype_of<bool> {
   static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::BFloat16;
 };
 
 // Calls f(float{}) or f(double{}) for a float32 / float64 dtype, so one generic lambda serves

@@ -16,8 +16,11 @@
 // keeps NaN payloads, so those lanes are patched with the scalar rule's bits;
 // float_to_bf16_n_portable is the scalar rule in a plain loop, its twin everywhere.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstdint>
+
+#include "xgrad/dtype.h"
 
 #if defined(__AVX512BF16__) && defined(__AVX512VL__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -41,6 +44,10 @@ inline uint16_t float_to_bf16(float f) {
 
 // bfloat16 bits -> float32 (exact).
 inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// One stored bfloat16 element widened to float32, and a float32 rounded into one.
+inline float widen(bf16 x) { return bf16_to_float(x.bits); }
+inline bf16 to_bf16(float f) { return bf16{float_to_bf16(f)}; }
 
 inline void float_to_bf16_n_portable(const float* x, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(x[i]);
@@ -83,6 +90,22 @@ inline void float_to_bf16_n(const float* x, uint16_t* out, int64_t n) {
   }
 #endif
   float_to_bf16_n_portable(x + i, out + i, n - i);
+}
+
+// y = body(x) over n bfloat16 elements through float32 blocks on the stack: each block is
+// widened, body(xf, yf, m) computes it in float32 (SIMD), and the result is rounded once, so
+// no float32 tensor is allocated. body must be elementwise (the blocks are independent).
+template <class Body>
+void map_bf16_blocks(const bf16* x, bf16* y, int64_t n, Body&& body) {
+  constexpr int64_t kBlock = 512;
+  alignas(64) float xf[kBlock];
+  alignas(64) float yf[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = std::min(kBlock, n - i);
+    bf16_to_float_n(&x[i].bits, xf, m);
+    body(static_cast<const float*>(xf), static_cast<float*>(yf), m);
+    float_to_bf16_n(yf, &y[i].bits, m);
+  }
 }
 
 }  // namespace xgrad::kernels

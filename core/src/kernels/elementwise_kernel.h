@@ -2,12 +2,15 @@
 // core/src/ops/elementwise.cpp. map_same: out = f(in0, in1, ...) over the broadcast output
 // shape, row by row (parallel_for_each_row), for inputs of one dtype; map_simd: a unary map
 // on xsimd batches (vec_math.h) over a contiguous tensor; map_unary: either, by layout.
+// bfloat16 inputs run the same f in float32 (InFloat, map_bf16_blocks): each element widened,
+// f's arithmetic in float32, the result rounded once to bfloat16, as torch's CPU loops do.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <tuple>
 #include <utility>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "vec_math.h"
 
@@ -17,6 +20,16 @@ template <class... Ts>
 struct types {};
 template <class T, std::size_t>
 using always = T;
+
+// f on bfloat16 elements: each widened to float32, f computed in float32, rounded once.
+template <class F>
+struct InFloat {
+  F f;
+  template <class... X>
+  bf16 operator()(X... x) const {
+    return to_bf16(static_cast<float>(f(widen(x)...)));
+  }
+};
 
 // out[i] = f(in0[i], in1[i], ...) with every input broadcast to out's shape (out contiguous).
 template <class O, class F, class... Ts, std::size_t... I>
@@ -76,6 +89,10 @@ Tensor map_same(const char* op, const Shape& shape, const std::array<Tensor, N>&
     (std::make_index_sequence<N>{});
   };
   if (allow_int && dt == kInt64) return run(int64_t{});
+  if (dt == kBFloat16) return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return map_typed<bf16>(dt, shape, in, InFloat<F>{f}, types<always<bf16, I>...>{});
+    }
+  (std::make_index_sequence<N>{});
   if (allow_int && !is_floating(dt))
     fail(op, "expected a float32, float64 or int64 tensor, got ", dtype_name(dt), " of shape ",
          in[0].shape());
@@ -86,6 +103,15 @@ Tensor map_same(const char* op, const Shape& shape, const std::array<Tensor, N>&
 // f called with batches and with scalars (the tail): vec::map, split over xgrad's threads.
 template <class F>
 void map_simd(const char* op, const Tensor& a, const Tensor& out, F& f) {
+  if (a.dtype() == kBFloat16) {  // float32 SIMD on widened blocks, rounded once
+    const bf16* pa = a.data_ptr<bf16>();
+    bf16* po = out.data_ptr<bf16>();
+    parallel_elems(a.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map_bf16_blocks(pa + lo, po + lo, hi - lo,
+                      [&](const float* x, float* y, int64_t m) { vec::map(x, y, m, f); });
+    });
+    return;
+  }
   dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();

@@ -61,6 +61,14 @@ decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
 }
 using xgrad::wrap_dim;  // op_helpers.h
 
+// dispatch_all that also calls f(bf16{}) for a bfloat16 tensor: for loops that only move
+// elements (gather, index_select, masked_fill, where's selection), never compute on them.
+template <class F>
+decltype(auto) dispatch_any(DType t, const char* op, F&& f) {
+  if (t == DType::BFloat16) return f(bf16{});
+  return dispatch_all(t, op, f);
+}
+
 // NumPy broadcasting of two shapes; throws naming `op` and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Strides of `t` seen as a tensor of shape `target` (t's shape must broadcast to it).

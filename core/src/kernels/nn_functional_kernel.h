@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "vec_math.h"
 
@@ -20,7 +21,20 @@ namespace xgrad::kernels {
 // ---------------------------------------------------------------- dropout
 // out = x * noise with noise = keep / (1 - p) (keep: the bool mask), rounded as torch's
 // noise.div_(1 - p) rounds it. The backward is the same map on dy.
+// bfloat16: torch's noise tensor is bfloat16 too, so noise = 1 / bfloat16(1 - p) rounded to
+// bfloat16, and out = x * noise computed in float32 and rounded once.
+inline void dropout_bf16(const Tensor& x, const Tensor& keep, double p, const Tensor& out) {
+  const float scale = widen(to_bf16(1.0f / widen(to_bf16(static_cast<float>(1.0 - p)))));
+  const bool* pm = keep.data_ptr<bool>();
+  const bf16* px = x.data_ptr<bf16>();
+  bf16* po = out.data_ptr<bf16>();
+  parallel_elems(out.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) po[i] = to_bf16(widen(px[i]) * (pm[i] ? scale : 0.0f));
+  });
+}
+
 inline void dropout_forward(const Tensor& x, const Tensor& keep, double p, const Tensor& out) {
+  if (x.dtype() == kBFloat16) return dropout_bf16(x, keep, p, out);
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     const T scale = T(1) / static_cast<T>(1.0 - p);
@@ -34,6 +48,7 @@ inline void dropout_forward(const Tensor& x, const Tensor& keep, double p, const
 }
 
 inline void dropout_backward(const Tensor& dy, const Tensor& keep, double p, const Tensor& dx) {
+  if (dy.dtype() == kBFloat16) return dropout_bf16(dy, keep, p, dx);
   dispatch_float(dy.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
     const T scale = T(1) / static_cast<T>(1.0 - p);

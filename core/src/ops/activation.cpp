@@ -38,9 +38,8 @@ template <bool Log>
 Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t dim) {
   const int64_t d = wrap_dim(op, dim, a.shape());
   const kernels::Rows g = kernels::rows_around(a.shape(), d);
-  kernels::check_floating(op, a);
-  Tensor out = empty(a.shape(), a.dtype());
-  kernels::softmax_forward<Log>(contig(a), out, g);
+  check_floating_any(op, a);
+  Tensor out = in_float(a, [&](const Tensor& x, const Tensor& y) { kernels::softmax_forward<Log>(x, y, g); });
   return record(node, out, {a}, [y = save(out), g, d](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
     // for y = log_softmax(x), dx = dy - exp(y) * sum(dy)
@@ -49,9 +48,9 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
       grads.add(0, Log ? dout - exp(yv) * sum(dout, d, true) : yv * (dout - sum(dout * yv, d, true)));
       return;
     }
-    Tensor dx = empty(yv.shape(), yv.dtype());
-    kernels::softmax_backward<Log>(yv, contig(dout), dx, g);
-    grads.add(0, std::move(dx));
+    grads.add(0, in_float(yv, dout, [&](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
+                kernels::softmax_backward<Log>(yc, dy, dx, g);
+              }));
   });
 }
 
@@ -71,9 +70,8 @@ Tensor log_softmax(const Tensor& a, Int dim) {
 // ---------------------------------------------------------------- relu
 Tensor relu(const Tensor& a) {
   profiler::RecordFunction rec("relu");
-  kernels::check_floating("relu", a);
-  Tensor out = empty(a.shape(), a.dtype());
-  kernels::relu_forward(contig(a), out);
+  check_floating_any("relu", a);
+  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::relu_forward(x, y); });
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
     const Tensor& yv = y.get();
@@ -81,18 +79,17 @@ Tensor relu(const Tensor& a) {
       grads.add(0, where(yv > 0.0, dout, 0.0));
       return;
     }
-    Tensor dx = empty(yv.shape(), yv.dtype());
-    kernels::relu_backward(yv, contig(dout), dx);
-    grads.add(0, std::move(dx));
+    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
+                kernels::relu_backward(yc, dy, dx);
+              }));
   });
 }
 
 // ---------------------------------------------------------------- sigmoid
 Tensor sigmoid(const Tensor& a) {
   profiler::RecordFunction rec("sigmoid");
-  kernels::check_floating("sigmoid", a);
-  Tensor out = empty(a.shape(), a.dtype());
-  kernels::sigmoid_forward(contig(a), out);
+  check_floating_any("sigmoid", a);
+  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::sigmoid_forward(x, y); });
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
     const Tensor& yv = y.get();
@@ -100,9 +97,9 @@ Tensor sigmoid(const Tensor& a) {
       grads.add(0, dout * (1.0 - yv) * yv);
       return;
     }
-    Tensor dx = empty(yv.shape(), yv.dtype());
-    kernels::sigmoid_backward(yv, contig(dout), dx);
-    grads.add(0, std::move(dx));
+    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
+                kernels::sigmoid_backward(yc, dy, dx);
+              }));
   });
 }
 
@@ -137,9 +134,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   const bool tanh_approx = approximate == "tanh";
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
-  kernels::check_floating("gelu", a);
-  Tensor out = empty(a.shape(), a.dtype());
-  kernels::gelu_forward(contig(a), out, tanh_approx);
+  check_floating_any("gelu", a);
+  Tensor out = in_float(
+      a, [tanh_approx](const Tensor& x, const Tensor& y) { kernels::gelu_forward(x, y, tanh_approx); });
   return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = gelu(x), so dx = dout * gelu'(x), gelu' from the saved x
     const Tensor& xv = xs.get();
@@ -147,9 +144,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
       grads.add(0, dout * gelu_derivative(xv, tanh_approx));
       return;
     }
-    Tensor dx = empty(xv.shape(), xv.dtype());
-    kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);
-    grads.add(0, std::move(dx));
+    grads.add(0, in_float(xv, dout, [tanh_approx](const Tensor& xc, const Tensor& dy, const Tensor& dx) {
+                kernels::gelu_backward(xc, dy, dx, tanh_approx);
+              }));
   });
 }
 

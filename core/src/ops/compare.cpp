@@ -1,7 +1,8 @@
 // core/src/ops/compare.cpp: the comparisons (eq, ne, lt, le, gt, ge, tensor against tensor or
-// against a scalar) and logical_not. They have no gradient and take every dtype but bfloat16;
-// the result is a bool tensor of the broadcast shape, from one map_typed loop
-// (kernels/elementwise_kernel.h).
+// against a scalar) and logical_not. They have no gradient and take every dtype; the result
+// is a bool tensor of the broadcast shape, from one map_typed loop
+// (kernels/elementwise_kernel.h). bfloat16 elements compare widened to float32 (exact), against
+// a number rounded to bfloat16 first, or promoted as torch does against another dtype.
 #include <type_traits>
 
 #include "elementwise_kernel.h"
@@ -16,11 +17,16 @@ namespace {
 
 using kernels::map_typed;
 using kernels::types;
+using kernels::widen;
 
 template <class Cmp>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
+  if (auto p = promote(a, b)) return compare(op, p->first, p->second, cmp);
   check_same_dtype(op, a, b);
   const Shape shape = kernels::broadcast_shapes(op, a.shape(), b.shape());
+  if (a.dtype() == kBFloat16)
+    return map_typed<bool>(
+        kBool, shape, {a, b}, [cmp](bf16 x, bf16 y) { return cmp(widen(x), widen(y)); }, types<bf16, bf16>{});
   return kernels::dispatch_all(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return map_typed<bool>(kBool, shape, {a, b}, cmp, types<T, T>{});
@@ -31,6 +37,10 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
 // is true); int64 and bool compare exactly in double.
 template <class Cmp>
 Tensor compare(const char* op, const Tensor& a, double s, Cmp cmp) {
+  if (a.dtype() == kBFloat16)
+    return map_typed<bool>(
+        kBool, a.shape(), {a},
+        [v = static_cast<float>(scalar_as(a, s)), cmp](bf16 x) { return cmp(widen(x), v); }, types<bf16>{});
   return kernels::dispatch_all(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
@@ -83,6 +93,9 @@ Tensor ge(const Tensor& a, double b) {
 
 Tensor logical_not(const Tensor& a) {
   profiler::RecordFunction rec("logical_not");
+  if (a.dtype() == kBFloat16)
+    return map_typed<bool>(
+        kBool, a.shape(), {a}, [](bf16 x) { return widen(x) == 0.0f; }, types<bf16>{});
   return kernels::dispatch_all(a.dtype(), "logical_not", [&](auto tag) {
     using T = decltype(tag);
     return map_typed<bool>(

@@ -15,8 +15,11 @@
 // Adding an op: forward = map_*(...), then record(...) with the backward right under it, and
 // a row in tests/core/gradcheck_rows_elementwise.cpp.
 //
-// dtypes: math is float32/float64 with both operands of one dtype (no promotion); add, sub,
-// mul, maximum, minimum, clamp and where also take int64.
+// dtypes: math is float32/float64/bfloat16 with both operands of one dtype; add, sub, mul,
+// maximum, minimum, clamp and where also take int64. bfloat16 computes each element in
+// float32 and rounds once (map_same's InFloat); a number meeting a bfloat16 tensor is first
+// rounded to bfloat16 (scalar_as), and a bfloat16 tensor meeting another dtype is promoted
+// as torch does (promote, op_helpers.h), both at the top of the op.
 #include <cmath>
 #include <tuple>
 #include <utility>
@@ -96,6 +99,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 // ---------------------------------------------------------------- add / sub
 Tensor add(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("add");
+  if (auto p = promote(a, b)) return add(p->first, p->second);
   Tensor out = map2(
       "add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);
   return record("AddBackward0", out, {a, b},
@@ -108,6 +112,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("sub");
+  if (auto p = promote(a, b)) return sub(p->first, p->second);
   Tensor out = map2(
       "sub", a, b, [](auto x, auto y) { return x - y; }, /*allow_int=*/true);
   return record("SubBackward0", out, {a, b},
@@ -120,6 +125,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, double b) {
   profiler::RecordFunction rec("add");
+  b = scalar_as(a, b);
   if (int_with_fraction(a, b)) return add(a.to(kFloat32), b);
   Tensor out = map1(
       "add", a, [b](auto x) { return x + c<decltype(x)>(b); }, true);
@@ -131,6 +137,7 @@ Tensor add(const Tensor& a, double b) {
 
 Tensor sub(const Tensor& a, double b) {
   profiler::RecordFunction rec("sub");
+  b = scalar_as(a, b);
   if (int_with_fraction(a, b)) return sub(a.to(kFloat32), b);
   Tensor out = map1(
       "sub", a, [b](auto x) { return x - c<decltype(x)>(b); }, true);
@@ -142,6 +149,7 @@ Tensor sub(const Tensor& a, double b) {
 
 Tensor sub(double a, const Tensor& b) {
   profiler::RecordFunction rec("sub");
+  a = scalar_as(b, a);
   if (int_with_fraction(b, a)) return sub(a, b.to(kFloat32));
   Tensor out = map1(
       "rsub", b, [a](auto y) { return c<decltype(y)>(a) - y; }, true);
@@ -164,6 +172,7 @@ Tensor neg(const Tensor& a) {
 // ---------------------------------------------------------------- mul / div
 Tensor mul(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("mul");
+  if (auto p = promote(a, b)) return mul(p->first, p->second);
   Tensor out = map2(
       "mul", a, b, [](auto x, auto y) { return x * y; }, /*allow_int=*/true);
   // each input's gradient needs only the other input: save just that
@@ -178,6 +187,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, double b) {
   profiler::RecordFunction rec("mul");
+  b = scalar_as(a, b);
   if (int_with_fraction(a, b)) return mul(a.to(kFloat32), b);
   Tensor out = map1(
       "mul", a, [b](auto x) { return x * c<decltype(x)>(b); }, true);
@@ -189,6 +199,7 @@ Tensor mul(const Tensor& a, double b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("div");
+  if (auto p = promote(a, b)) return div(p->first, p->second);
   if (a.dtype() == kInt64 && b.dtype() == kInt64) return div(a.to(kFloat32), b.to(kFloat32));
   Tensor out = map2("div", a, b, [](auto x, auto y) { return x / y; });
   return record("DivBackward0", out, {a, b},
@@ -208,6 +219,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, double b) {
   profiler::RecordFunction rec("div");
   if (a.dtype() == kInt64) return div(a.to(kFloat32), b);  // true division, as torch
+  b = scalar_as(a, b);
   Tensor out = map1("div", a, [b](auto x) { return x / c<decltype(x)>(b); });
   return record("DivBackward0", out, {a}, [b](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a / b, so da = dout / b
@@ -219,6 +231,7 @@ Tensor div(const Tensor& a, double b) {
 Tensor div(double a, const Tensor& b) {
   profiler::RecordFunction rec("div");
   if (b.dtype() == kInt64) return div(a, b.to(kFloat32));
+  if (b.dtype() == kBFloat16) return mul(pow(b, -1.0), a);  // two roundings, as torch's reciprocal() * a
   Tensor out = map1("div", b, [a](auto y) { return c<decltype(y)>(a) / y; });
   return record("MulBackward0", out, {b}, [a, bs = save(b)](const Tensor& dout, Grads& grads) {
     // in the forward pass out = a / b, so db = -dout * a / b^2
@@ -231,6 +244,7 @@ Tensor div(double a, const Tensor& b) {
 // ---------------------------------------------------------------- pow
 Tensor pow(const Tensor& a, double e) {
   profiler::RecordFunction rec("pow");
+  e = scalar_as(a, e);
   // the exponents torch special-cases (pow_tensor_scalar_optimized_kernel), same results
   Tensor out;
   if (e == 2.0) out = map1("pow", a, [](auto x) { return x * x; });
@@ -266,6 +280,7 @@ Tensor pow(const Tensor& a, double e) {
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
   profiler::RecordFunction rec("pow");
+  if (auto p = promote(a, exponent)) return pow(p->first, p->second);
   Tensor out = map2("pow", a, exponent, [](auto x, auto y) { return std::pow(x, y); });
   return record(
       "PowBackward1", out, {a, exponent},
@@ -392,7 +407,7 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
   if (!min && !max)
     fail("clamp", "at least one of min and max must be given (tensor of shape ", a.shape(), ")");
   const bool has_lo = min.has_value(), has_hi = max.has_value();
-  double lo = min.value_or(0.0), hi = max.value_or(0.0);
+  double lo = scalar_as(a, min.value_or(0.0)), hi = scalar_as(a, max.value_or(0.0));
   if (a.dtype() == kInt64) {  // keep the bounds representable before casting
     lo = std::fmax(std::fmin(lo, 9.2e18), -9.2e18);
     hi = std::fmax(std::fmin(hi, 9.2e18), -9.2e18);
@@ -440,6 +455,7 @@ void split_by_weight(const Tensor& x, const Tensor& y, const Shape& sa, const Sh
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("maximum");
+  if (auto p = promote(a, b)) return maximum(p->first, p->second);
   Tensor out = map2(
       "maximum", a, b, [](auto x, auto y) { return (x > y || x != x) ? x : y; }, true);
   return record(
@@ -467,6 +483,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("minimum");
+  if (auto p = promote(a, b)) return minimum(p->first, p->second);
   Tensor out = map2(
       "minimum", a, b, [](auto x, auto y) { return (x < y || x != x) ? x : y; }, true);
   return record(
@@ -495,7 +512,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 namespace {
 // m ? x : y over cond (bool) and two tensors of one dtype (any), broadcast together.
 Tensor select_where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape) {
-  return kernels::dispatch_all(a.dtype(), "where", [&](auto tag) {
+  return kernels::dispatch_any(a.dtype(), "where", [&](auto tag) {
     using T = decltype(tag);
     return map_typed<T>(
         a.dtype(), shape, {cond, a, b}, [](bool m, T x, T y) { return m ? x : y; }, types<bool, T, T>{});
@@ -508,6 +525,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (cond.dtype() != kBool)
     fail("where", "the condition must be a bool tensor, got ", dtype_name(cond.dtype()), " of shape ",
          cond.shape(), " (compare first, e.g. where(x > 0, a, b))");
+  if (auto p = promote(a, b)) return where(cond, p->first, p->second);
   check_same_dtype("where", a, b);
   const Shape shape = kernels::broadcast_shapes(
       "where", kernels::broadcast_shapes("where", cond.shape(), a.shape()), b.shape());

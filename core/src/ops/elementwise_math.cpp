@@ -48,7 +48,7 @@ struct element<xsimd::batch<T, A>> {
 // ---------------------------------------------------------------- silu / softplus
 Tensor silu(const Tensor& a) {
   profiler::RecordFunction rec("silu");
-  kernels::check_floating("silu", a);
+  check_floating_any("silu", a);
   Tensor out = kernels::map_unary("silu", a, [](auto x) {
     using std::exp;
     return x / (decltype(x)(1) + exp(-x));
@@ -61,15 +61,15 @@ Tensor silu(const Tensor& a) {
       grads.add(0, mul(mul(dout, s), add(mul(x, sub(1.0, s)), 1.0)));
       return;
     }
-    Tensor dx = empty(x.shape(), x.dtype());
-    kernels::silu_backward(contig(x), contig(dout), dx);
-    grads.add(0, std::move(dx));
+    grads.add(0, in_float(x, dout, [](const Tensor& xc, const Tensor& g, const Tensor& dx) {
+                kernels::silu_backward(xc, g, dx);
+              }));
   });
 }
 
 Tensor softplus(const Tensor& a, double beta, double threshold) {
   profiler::RecordFunction rec("softplus");
-  kernels::check_floating("softplus", a);
+  check_floating_any("softplus", a);
   Tensor out = kernels::map_unary("softplus", a, [beta, threshold](auto x) {
     using std::exp;
     using std::log1p;
@@ -160,6 +160,7 @@ Tensor erf(const Tensor& a) {
 Tensor atan2(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("atan2");
   if (!is_floating(a.dtype()) && !is_floating(b.dtype())) return atan2(as_float(a), as_float(b));
+  if (auto p = promote(a, b)) return atan2(p->first, p->second);
   if (a.dtype() != b.dtype())
     fail("atan2", "dtype mismatch: ", dtype_name(a.dtype()), " tensor of shape ", a.shape(), " and ",
          dtype_name(b.dtype()), " tensor of shape ", b.shape(),

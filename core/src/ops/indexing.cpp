@@ -104,9 +104,9 @@ void scatter_add_into(const Tensor& dst, int64_t d, const Shape& index_shape, co
 // (what gather's backward computes), unrecorded
 Tensor scatter_to_zeros(const Tensor& src, const Shape& shape, int64_t d, const Shape& index_shape,
                         const std::vector<int64_t>& idx) {
-  Tensor out = zeros(shape, src.dtype());
-  scatter_add_into(out, d, index_shape, idx, src);
-  return out;
+  Tensor out = zeros(shape, src.dtype() == kBFloat16 ? kFloat32 : src.dtype());
+  scatter_add_into(out, d, index_shape, idx, compute_copy(src));  // bfloat16: sums in float32, rounded once
+  return result_as(out, src);
 }
 
 // zeros of `shape` holding, at each position p of index_shape, g at p with dim d at idx[p]
@@ -117,7 +117,7 @@ Tensor gather_to_zeros(const Tensor& g, const Shape& shape, int64_t d, const Sha
   const std::vector<int64_t> from =
       indexed_offsets(index_shape, g.dim() == 0 ? Shape{} : g.strides(), d, idx);
   const std::vector<int64_t> to = offsets_of(index_shape, out.dim() == 0 ? Shape{} : out.strides());
-  kernels::dispatch_float(g.dtype(), "gather", [&](auto tag) {
+  kernels::dispatch_any(g.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = g.data_ptr<T>();
     T* po = out.data_ptr<T>();
@@ -137,7 +137,7 @@ Tensor gather(const Tensor& a, Int dim, const Tensor& index) {
   Tensor out = empty(index.shape(), a.dtype());  // index's shape
   const std::vector<int64_t> from =
       indexed_offsets(index.shape(), a.dim() == 0 ? Shape{} : a.strides(), d, idx);
-  kernels::dispatch_all(a.dtype(), "gather", [&](auto tag) {
+  kernels::dispatch_any(a.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
     T* po = out.data_ptr<T>();

@@ -53,7 +53,7 @@ Tensor dropout(const Tensor& a, double p, Flag training, Generator* gen) {
   profiler::RecordFunction rec("dropout");
   check_dropout_p("dropout", p);
   if (!training || p == 0.0) return a;
-  kernels::check_floating("dropout", a);
+  check_floating_any("dropout", a);
   Tensor out = empty(a.shape(), a.dtype());
   if (p == 1.0) {  // torch: input * zeros({}), no draws
     std::memset(out.raw_data_ptr(), 0, static_cast<std::size_t>(out.numel()) * itemsize(a.dtype()));
@@ -87,8 +87,10 @@ namespace {
 // with create_graph); its own backward is an embedding lookup, so it differentiates to any
 // order. With grad mode off it is the kernel call alone.
 Tensor embedding_dense_backward(const Tensor& dout, const Tensor& ids, int64_t V, int64_t D) {
-  Tensor dw = zeros({V, D}, dout.dtype());
-  kernels::embedding_backward(ids, contig(dout), dw);
+  // a bfloat16 gradient accumulates in float32 and is rounded once
+  Tensor dw = zeros({V, D}, dout.dtype() == kBFloat16 ? kFloat32 : dout.dtype());
+  kernels::embedding_backward(ids, contig(compute_copy(dout)), dw);
+  dw = result_as(dw, dout);
   return record("EmbeddingDenseBackwardBackward0", dw, {dout}, [ids](const Tensor& ddw, Grads& grads) {
     // in the forward pass dw[ids[i]] += dout[i], so ddout[i] = ddw[ids[i]]
     grads.add(0, embedding(ddw, ids));
@@ -104,7 +106,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (indices.dtype() != kInt64)
     fail("embedding", "indices must be int64, got a ", dtype_name(indices.dtype()), " tensor of shape ",
          indices.shape());
-  kernels::check_floating("embedding", weight);
+  check_floating_any("embedding", weight);
   const int64_t V = weight.size(0), D = weight.size(1);
   const Tensor idx = contig(indices);
   const int64_t* pi = idx.data_ptr<int64_t>();
@@ -166,7 +168,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (!ok)
     fail("layer_norm", "normalized_shape ", normalized_shape,
          " does not match the trailing dims of input shape ", xs);
-  kernels::check_floating("layer_norm", x);
+  check_floating_any("layer_norm", x);
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
@@ -175,6 +177,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            normalized_shape);
     check_same_dtype("layer_norm", what, x, *p);
   }
+  if (x.dtype() == kBFloat16)  // computed in float32 and rounded once; the gradients are rounded back
+    return layer_norm(x.to(kFloat32), normalized_shape, weight.defined() ? weight.to(kFloat32) : weight,
+                      bias.defined() ? bias.to(kFloat32) : bias, eps)
+        .to(kBFloat16);
   const int64_t N = numel_of(normalized_shape);
   const int64_t M = N == 0 ? 0 : x.numel() / N;
   Tensor out = empty(xs, x.dtype());
@@ -293,7 +299,7 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
 }
 
 void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) {
-  kernels::check_floating(op, input);
+  check_floating_any(op, input);
   if (target.dtype() != kInt64)
     fail(op, "target must be int64 class indices, got a ", dtype_name(target.dtype()), " tensor of shape ",
          target.shape(), " (input shape ", input.shape(), "; class-probability targets are not supported)");
@@ -317,6 +323,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
          input.dim() == 3 && target.shape().size() == 2
              ? "; for class-last (B, T, C) logits use cross_entropy_last_dim or flatten(0, 1)"
              : "");
+  if (input.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
+    return cross_entropy(input.to(kFloat32), target, options).to(kBFloat16);
   if (input.dim() <= 2) return cross_entropy_classes_last(op, input, target, options, input.shape());
   std::vector<int64_t> order;  // (N, C, d1, ..., dk) -> (N, d1, ..., dk, C)
   order.push_back(0);
@@ -337,6 +345,8 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
   if (targets.shape() != expected)
     fail(op, "expected targets of shape ", expected, " for logits of shape ", logits.shape(),
          " (classes in the last dim), got targets of shape ", targets.shape());
+  if (logits.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
+    return cross_entropy_last_dim(logits.to(kFloat32), targets, options).to(kBFloat16);
   return cross_entropy_classes_last(op, logits, targets, options, logits.shape());
 }
 

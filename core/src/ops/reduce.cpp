@@ -156,6 +156,7 @@ Tensor reduce_passes(const Tensor& a, const std::vector<bool>& mask, const Shape
 
 // sum without autograd: float -> same dtype, int64/bool -> int64.
 Tensor sum_values(const Tensor& a, const std::vector<bool>& mask, const Shape& out_shape) {
+  if (a.dtype() == kBFloat16) return rounded(sum_values(widened(a), mask, out_shape));
   return kernels::dispatch_all(a.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
@@ -174,9 +175,11 @@ Tensor extreme_values(const char* op, const Tensor& a, const std::vector<bool>& 
            "): the result has no identity");
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    return reduce_passes<Op<T>, T, T, T>(a, mask, out_shape, a.dtype());
+    const Tensor x = compute_copy(a);
+    return reduce_passes<Op<T>, T, T, T>(x, mask, out_shape, x.dtype());
   };
   if (a.dtype() == kInt64) return run(int64_t{});
+  if (a.dtype() == kBFloat16) return rounded(run(float{}));  // exact: the extreme is an element
   return kernels::dispatch_float(a.dtype(), op, run);
 }
 
@@ -214,16 +217,17 @@ Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
 Tensor mean(const Tensor& a, Dims dims, Flag keepdim) {
   profiler::RecordFunction rec("mean");
-  kernels::check_floating("mean", a);
+  check_floating_any("mean", a);
   const std::vector<bool> mask = reduced_mask("mean", a.shape(), dims);
   const int64_t n = reduced_count(a.shape(), mask);
-  Tensor out = sum_values(a, mask, reduced_shape(a.shape(), mask, keepdim));
+  Tensor out = sum_values(compute_copy(a), mask, reduced_shape(a.shape(), mask, keepdim));
   kernels::dispatch_float(out.dtype(), "mean", [&](auto tag) {
     using T = decltype(tag);
     T* p = out.data_ptr<T>();
     const T count = static_cast<T>(n);
     for (int64_t i = 0, m = out.numel(); i < m; ++i) p[i] /= count;  // 0/0 = nan when empty
   });
+  out = result_as(out, a);
   const char* name = dims.empty() && !keepdim ? "MeanBackward0" : "MeanBackward1";
   return record(name, out, {a}, [in_shape = a.shape(), mask, n](const Tensor& dout, Grads& grads) {
     // in the forward pass out = sum / n, so dx = dout / n broadcast back
@@ -236,7 +240,7 @@ Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 // ---------------------------------------------------------------- var
 Tensor var(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
   profiler::RecordFunction rec("var");
-  kernels::check_floating("var", a);
+  check_floating_any("var", a);
   const std::vector<bool> mask = reduced_mask("var", a.shape(), dims);
   const int64_t n = reduced_count(a.shape(), mask);
   const double denom = static_cast<double>(n) - (unbiased ? 1.0 : 0.0);  // 0 gives nan/inf like torch
@@ -244,8 +248,10 @@ Tensor var(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
   {
     NoGradGuard no_grad;  // two passes: mean, then the squared deviations
     const Shape keep = reduced_shape(a.shape(), mask, true);
-    Tensor centered = sub(a, div(sum_values(a, mask, keep), static_cast<double>(n)));
-    out = div(sum_values(mul(centered, centered), mask, reduced_shape(a.shape(), mask, keepdim)), denom);
+    const Tensor x = compute_copy(a);
+    Tensor centered = sub(x, div(sum_values(x, mask, keep), static_cast<double>(n)));
+    out = result_as(
+        div(sum_values(mul(centered, centered), mask, reduced_shape(a.shape(), mask, keepdim)), denom), a);
   }
   return record("VarBackward0", out, {a}, [as = save(a), mask, n, denom](const Tensor& dout, Grads& grads) {
     // in the forward pass out = sum((x - mean)^2) / denom, so dx = dout * 2 (x - mean) / denom
@@ -262,14 +268,14 @@ Tensor var(const Tensor& a, Flag unbiased) { return var(a, {}, unbiased, false);
 // ---------------------------------------------------------------- std
 Tensor std(const Tensor& a, Dims dims, Flag unbiased, Flag keepdim) {
   profiler::RecordFunction rec("std");
-  kernels::check_floating("std", a);
+  check_floating_any("std", a);
   const std::vector<bool> mask = reduced_mask("std", a.shape(), dims);
   const int64_t n = reduced_count(a.shape(), mask);
   const double denom = static_cast<double>(n) - (unbiased ? 1.0 : 0.0);
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = sqrt(var(a, dims, unbiased, keepdim));
+    out = result_as(sqrt(var(compute_copy(a), dims, unbiased, keepdim)), a);
   }
   return record("StdBackward0", out, {a},
                 [as = save(a), outs = save(out), mask, n, denom](const Tensor& dout, Grads& grads) {
@@ -355,6 +361,10 @@ ValuesIndices arg_reduce(const char* op, const Tensor& a, int64_t dim, bool keep
     if (i < d) A *= a.shape()[i];
     if (i > d) B *= a.shape()[i];
   }
+  if (a.dtype() == kBFloat16) {  // exact: the extreme is an element
+    ValuesIndices f = arg_reduce<kMax>(op, widened(a), dim, keepdim);
+    return {rounded(f.values), f.indices};
+  }
   ValuesIndices r{empty(out_shape, a.dtype()), empty(out_shape, kInt64)};
   if (r.values.numel() == 0) return r;
   auto run = [&](auto tag) {
@@ -379,7 +389,7 @@ Tensor scatter_to_index(const Tensor& dout, const Tensor& indices, const Shape& 
   }
   const Tensor g = dout.contiguous();
   const Tensor ix = indices.contiguous();
-  kernels::dispatch_float(dx.dtype(), "max", [&](auto tag) {
+  kernels::dispatch_any(dx.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = g.data_ptr<T>();
     const int64_t* pi = ix.data_ptr<int64_t>();
@@ -452,7 +462,12 @@ Tensor cumsum_along(const Tensor& a, int64_t d, bool reverse) {
     if (i > d) B *= a.shape()[i];
   }
   if (out.numel() > 0) {
-    if (a.dtype() == kInt64) {
+    if (a.dtype() == kBFloat16) {  // running sums in double, each rounded once
+      const Tensor xf = widened(x);
+      Tensor of = empty(a.shape(), kFloat32);
+      kernels::cumsum_pass<float, double>(xf.data_ptr<float>(), of.data_ptr<float>(), A, R, B, reverse);
+      kernels::copy_into(out, of);
+    } else if (a.dtype() == kInt64) {
       kernels::cumsum_pass<int64_t, int64_t>(x.data_ptr<int64_t>(), out.data_ptr<int64_t>(), A, R, B,
                                              reverse);
     } else {
@@ -488,13 +503,15 @@ Tensor logsumexp(const Tensor& a, Dims dims, Flag keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;
+    const Tensor x = compute_copy(a);
     if (a.numel() == 0) {
-      out = log(sum_values(exp(a), mask, out_shape));
+      out = log(sum_values(exp(x), mask, out_shape));
     } else {
-      Tensor m = extreme_values<MaxOp>("logsumexp", a, mask, keep);
+      Tensor m = extreme_values<MaxOp>("logsumexp", x, mask, keep);
       m = masked_fill(m, eq(abs(m), INFINITY), 0.0);
-      out = add(log(sum_values(exp(sub(a, m)), mask, out_shape)), m.reshape(out_shape));
+      out = add(log(sum_values(exp(sub(x, m)), mask, out_shape)), m.reshape(out_shape));
     }
+    out = result_as(out, a);
   }
   return record("LogsumexpBackward0", out, {a},
                 [as = save(a), outs = save(out), keep](const Tensor& dout, Grads& grads) {

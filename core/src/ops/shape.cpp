@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "op_helpers.h"
 #include "tensor_ops.h"
@@ -233,7 +234,7 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
   out_shape[d] = k;
   Tensor out = empty(out_shape, a.dtype());  // a's shape with dim d of size k
   const Tensor src = a.is_contiguous() ? a : a.detach().contiguous();
-  kernels::dispatch_all(a.dtype(), "index_select", [&](auto tag) {
+  kernels::dispatch_any(a.dtype(), "index_select", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = src.data_ptr<T>();
     T* po = out.data_ptr<T>();
@@ -249,9 +250,10 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
                   // in the forward pass out[.., i, ..] = a[.., index[i], ..], so da[.., index[i], ..] +=
                   // dout[.., i, ..]: a repeated index (the same token twice) accumulates
                   auto index_add = [=](const Tensor& dout) {
-                    Tensor da = zeros(a_shape, dout.dtype());
-                    const Tensor g = dout.contiguous();
-                    kernels::dispatch_float(dout.dtype(), "index_select", [&](auto tag) {
+                    // a bfloat16 dout accumulates in float32, rounded once
+                    Tensor da = zeros(a_shape, dout.dtype() == kBFloat16 ? kFloat32 : dout.dtype());
+                    const Tensor g = compute_copy(dout).contiguous();
+                    kernels::dispatch_float(da.dtype(), "index_select", [&](auto tag) {
                       using T = decltype(tag);
                       const T* pg = g.data_ptr<T>();
                       T* pd = da.data_ptr<T>();
@@ -262,7 +264,7 @@ Tensor index_select(const Tensor& a, Int dim, const Tensor& index) {
                           for (int64_t j = 0; j < inner; ++j) to[j] += from[j];
                         }
                     });
-                    return da;
+                    return result_as(da, dout);
                   };
                   auto select = [=](const Tensor& g) {
                     Tensor index = empty({k}, kInt64);
@@ -287,11 +289,13 @@ void check_mask(const char* op, const Tensor& mask) {
 
 // out = mask ? value : a, with a and mask broadcast to out's shape (out may alias a).
 void fill_masked(const Tensor& out, const Tensor& a, const Tensor& mask, double value) {
-  kernels::dispatch_all(a.dtype(), "masked_fill", [&](auto tag) {
+  kernels::dispatch_any(a.dtype(), "masked_fill", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, int64_t>)
       if (!std::isfinite(value)) fail("masked_fill", "value ", value, " cannot be stored in an int64 tensor");
-    const T v = static_cast<T>(value);
+    T v;
+    if constexpr (std::is_same_v<T, bf16>) v = kernels::to_bf16(static_cast<float>(value));
+    else v = static_cast<T>(value);
     const T* pa = a.data_ptr<T>();
     const bool* pm = mask.data_ptr<bool>();
     T* po = out.data_ptr<T>();
@@ -369,7 +373,7 @@ namespace {
 void zero_outside_triangle(const Tensor& t, int64_t diagonal, bool upper) {
   const int64_t R = t.size(-2), C = t.size(-1);
   const int64_t mats = R * C == 0 ? 0 : t.numel() / (R * C);
-  kernels::dispatch_all(t.dtype(), "tril / triu", [&](auto tag) {
+  kernels::dispatch_any(t.dtype(), "tril / triu", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
     for (int64_t b = 0; b < mats; ++b)
