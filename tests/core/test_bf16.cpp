@@ -284,7 +284,6 @@ TEST(BFloat16, ToRecordsItsGradient) {
 // Ops without a bfloat16 path throw naming themselves and the dtype (the ops that compute on
 // bfloat16 are tested in test_bf16_ops.cpp, with more of the refused ones).
 TEST(BFloat16, OpsWithoutABFloat16PathRefuseIt) {
-  const Tensor b = ones({2, 3}, kBFloat16);
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
       {"arange", [&] { (void)arange(0.0, 4.0, 1.0, kBFloat16); }},
       {"linspace", [&] { (void)linspace(0, 1, 5, kBFloat16); }},
