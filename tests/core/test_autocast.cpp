@@ -109,6 +109,25 @@ TEST(Autocast, FloatListOpsRunInFloat32Inside) {
   }
 }
 
+// One cast per float32 input, and the op itself once: the re-call with the cast inputs finds
+// nothing left to cast, and the cast (Tensor::to) is on no list. A weight used again in the
+// region is not cast again.
+TEST(Autocast, EachInputIsCastOnceAndTheOpRunsOnce) {
+  const Tensor x = randn({3, 4}), w = param({5, 4}, 10), b = param({5}, 11);
+  autocast guard(kBFloat16);
+  auto calls = [](const profiler::profile& prof, const std::string& name) {  // not nested in an op
+    int64_t n = 0;
+    for (const profiler::Event& e : prof.events()) n += e.name == name && e.depth == 0;
+    return n;
+  };
+  profiler::profile prof;
+  (void)linear(x, w, b);
+  (void)linear(x, w, b);
+  prof.stop();
+  EXPECT_EQ(calls(prof, "to"), 3 + 1);  // x, w, b; then x again (w and b come from the cache)
+  EXPECT_EQ(calls(prof, "linear"), 2);
+}
+
 // ---------------------------------------------------------------- gradients
 
 TEST(Autocast, LowerListOpsRunInBFloat16Inside) {
