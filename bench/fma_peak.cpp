@@ -12,6 +12,10 @@
 // files (32 zmm, 16 ymm) with the two constants. Every thread does `iters` rounds over its
 // chains (2 flops per lane per FMA), and the best of --runs runs counts.
 //
+// The bfloat16 peak (where the CPU has AVX512_BF16): the same 24 zmm chains of vdpbf16ps,
+// `acc += a[2i] b[2i] + a[2i+1] b[2i+1]` per float lane, 64 flops an instruction (16 lanes x
+// 2 pairs x multiply and add), the ceiling of the bfloat16 GEMM (gemm_bf16_kernel.h).
+//
 // Each thread's flops are divided by its own CPU time (CLOCK_THREAD_CPUTIME_ID): what a core
 // does while it runs the thread, which is the ceiling, however busy the machine is (the
 // development machine's two cores are shared: there wall-clock GFLOP/s halve whenever another
@@ -22,8 +26,8 @@
 //
 // Prints one JSON line: {"impl": "fma_peak", "threads": N, "avx512_gflops": the threads'
 // on-CPU GFLOP/s summed, "avx512_gflops_per_thread": that / N, "avx512_gflops_wall", the same
-// three for avx2, "isa": the wider one present, "simd_level" and "gemm_backend" of this xgrad
-// build}.
+// three for avx2 and for bf16 (vdpbf16ps: "bf16_gflops", ...; null without AVX512_BF16),
+// "isa": the wider one present, "simd_level" and "gemm_backend" of this xgrad build}.
 #include <immintrin.h>
 
 #include <time.h>
@@ -87,6 +91,23 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters) {
   return sum_lanes(lanes, 8);
 }
 
+// iters rounds of kChains512 independent vdpbf16ps chains (acc += 1 * 2^-10 + 1 * 2^-10 per
+// lane: the sums stay normal and finite for any iteration count used here).
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16_chains_avx512(int64_t iters) {
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3a80);
+  __m512 acc[kChains512];
+  for (int k = 0; k < kChains512; ++k) acc[k] = _mm512_set1_ps(1.0f + 1e-3f * k);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 32
+    for (int k = 0; k < kChains512; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int k = 1; k < kChains512; ++k) sum = _mm512_add_ps(sum, acc[k]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  return sum_lanes(lanes, 16);
+}
+
 double thread_cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -147,7 +168,8 @@ std::string json_or_null(double gflops) {
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: fma_peak [--threads N] [--runs N] [--iters N]\n"
-               "  the float32 FMA peak (AVX-512 and AVX2) of N threads at once, best of --runs\n"
+               "  the float32 FMA peak (AVX-512 and AVX2) and the bfloat16 vdpbf16ps peak\n"
+               "  (AVX512_BF16) of N threads at once, best of --runs\n"
                "  (default 7) runs of --iters (default 40000000) rounds per thread\n");
   std::exit(code);
 }
@@ -174,22 +196,28 @@ int main(int argc, char** argv) {
   __builtin_cpu_init();
   const bool has512 = __builtin_cpu_supports("avx512f");
   const bool has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_bf16 = has512 && __builtin_cpu_supports("avx512bf16");
   // flops per round: chains x lanes x 2 (multiply and add)
   const Peak avx512 =
       has512 ? best_gflops(fma_chains_avx512, threads, iters, runs, kChains512 * 16 * 2.0) : Peak{};
   const Peak avx2 =
       has256 ? best_gflops(fma_chains_avx2, threads, iters, runs, kChains256 * 8 * 2.0) : Peak{};
+  // vdpbf16ps: 16 lanes x 2 pairs x 2 flops
+  const Peak bf16 =
+      has_bf16 ? best_gflops(dpbf16_chains_avx512, threads, iters, runs, kChains512 * 16 * 4.0) : Peak{};
   const char* isa = has512 ? "avx512" : has256 ? "avx2" : "none";
   std::printf(
       "{\"impl\": \"fma_peak\", \"threads\": %d, \"runs\": %d, \"iters\": %lld, "
       "\"avx512_gflops\": %s, \"avx512_gflops_per_thread\": %s, "
       "\"avx512_gflops_wall\": %s, \"avx2_gflops\": %s, \"avx2_gflops_per_thread\": %s, "
-      "\"avx2_gflops_wall\": %s, \"isa\": \"%s\", \"simd_level\": %s, "
+      "\"avx2_gflops_wall\": %s, \"bf16_gflops\": %s, \"bf16_gflops_per_thread\": %s, "
+      "\"bf16_gflops_wall\": %s, \"isa\": \"%s\", \"simd_level\": %s, "
       "\"gemm_backend\": %s}\n",
       threads, runs, static_cast<long long>(iters), json_or_null(avx512.on_cpu).c_str(),
       json_or_null(avx512.on_cpu / threads).c_str(), json_or_null(avx512.wall).c_str(),
       json_or_null(avx2.on_cpu).c_str(), json_or_null(avx2.on_cpu / threads).c_str(),
-      json_or_null(avx2.wall).c_str(), isa, json_string(xgrad::simd_level()).c_str(),
-      json_string(xgrad::gemm_backend()).c_str());
+      json_or_null(avx2.wall).c_str(), json_or_null(bf16.on_cpu).c_str(),
+      json_or_null(bf16.on_cpu / threads).c_str(), json_or_null(bf16.wall).c_str(), isa,
+      json_string(xgrad::simd_level()).c_str(), json_string(xgrad::gemm_backend()).c_str());
   return has512 || has256 ? 0 : 1;
 }

@@ -17,6 +17,14 @@
 // wall-clock (UseRealTime), so BLAS threads count. The JSON's context records the build's
 // simd_level and gemm_backend.
 //
+// The GEMM rows report GFLOP/s (the "GFLOPS" counter): "matmul_fwd/<m>x<n>x<k>" is x (m, k)
+// @ W^T, W (n, k) as a linear layer stores it, in float32, and "matmul_bf16_fwd/..." the same
+// on bfloat16 tensors (a bfloat16 result); "gemm_bf16_<path>/..." times the bfloat16 GEMM
+// alone on raw buffers (float32 C preallocated) on one path (xgrad/bf16_gemm.h: dpbf16 where
+// the build has AVX512_BF16, amx where the CPU grants AMX tiles, widened everywhere): these
+// have no PyTorch twin. "linear_bf16/..." is linear's forward and backward in bfloat16.
+// XGRAD_BF16_GEMM=widened|dpbf16|amx picks the path the bfloat16 ops run.
+//
 // Adding a case: add a row to the table in register_cases() and the same row to CASES in
 // bench/pytorch/ops_bench.py (same name, same shapes, same computation).
 #include <benchmark/benchmark.h>
@@ -25,11 +33,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
+#include "xgrad/bf16_gemm.h"
 #include "xgrad/nn.h"
 #include "xgrad/ops.h"
 #include "xgrad/optim/adam.h"
@@ -60,6 +70,7 @@ Tensor leaf(const Shape& s) {
 struct Case {
   std::string name;
   std::function<std::function<void()>()> setup;
+  double flops = 0.0;  // per iteration, for a GFLOP/s counter (GEMM rows)
 };
 
 // (B, H, T, T) scores -> softmax over the last dim.
@@ -121,11 +132,18 @@ Case bmm_av_case(const Shape& s) {
           }};
 }
 
-// F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out).
-Case linear_case(const Shape& s) {
-  return {"linear/" + shape_str(s), [s] {
-            Tensor x = leaf({s[0], s[1], s[2]}), w = leaf({s[3], s[2]}), b = leaf({s[3]});
-            Tensor g = xgrad::randn({s[0], s[1], s[3]});
+// F.linear: x (B, T, in) @ weight (out, in).T + bias (out); s = (B, T, in, out). In bfloat16
+// ("linear_bf16/..."): every tensor bfloat16, the gradients too.
+Case linear_case(const Shape& s, xgrad::DType dtype = xgrad::kFloat32) {
+  const std::string op = dtype == xgrad::kBFloat16 ? "linear_bf16/" : "linear/";
+  return {op + shape_str(s), [s, dtype] {
+            auto leaf_of = [dtype](const Shape& shape) {
+              Tensor t = xgrad::randn(shape).to(dtype);
+              t.requires_grad_(true);
+              return t;
+            };
+            Tensor x = leaf_of({s[0], s[1], s[2]}), w = leaf_of({s[3], s[2]}), b = leaf_of({s[3]});
+            Tensor g = xgrad::randn({s[0], s[1], s[3]}).to(dtype);
             return std::function<void()>([x, w, b, g]() mutable {
               x.set_grad(Tensor());
               w.set_grad(Tensor());
@@ -296,6 +314,45 @@ std::vector<Case> overhead_cases() {
   };
 }
 
+// x (m, k) @ W (n, k)^T in `dtype` (float32 or bfloat16), forward only; s = (m, n, k).
+Case matmul_fwd_case(const Shape& s, xgrad::DType dtype) {
+  const std::string op = dtype == xgrad::kBFloat16 ? "matmul_bf16_fwd/" : "matmul_fwd/";
+  return {op + shape_str(s),
+          [s, dtype] {
+            Tensor x = xgrad::randn({s[0], s[2]}).to(dtype), w = xgrad::randn({s[1], s[2]}).to(dtype);
+            return std::function<void()>([x, w] {
+              xgrad::NoGradGuard no_grad;
+              benchmark::DoNotOptimize(xgrad::matmul(x, w.t()));
+            });
+          },
+          2.0 * double(s[0]) * double(s[1]) * double(s[2])};
+}
+
+// The bfloat16 GEMM alone, C (m, n) = A (m, k) @ B (n, k)^T into a float32 C, on one path.
+Case gemm_bf16_case(const Shape& s, xgrad::Bf16GemmPath path, const char* name) {
+  return {std::string("gemm_bf16_") + name + "/" + shape_str(s),
+          [s, path] {
+            const int64_t m = s[0], n = s[1], k = s[2];
+            auto bits = [](int64_t count) {
+              auto v = std::make_shared<std::vector<uint16_t>>(static_cast<std::size_t>(count));
+              uint32_t state = 12345;
+              for (uint16_t& x : *v) {  // values in [1, 2) and (-2, -1]: sign and mantissa vary
+                state = state * 1664525u + 1013904223u;
+                x = static_cast<uint16_t>(0x3f80u | ((state >> 9) & 0x7fu) | ((state >> 31) << 15));
+              }
+              return v;
+            };
+            auto a = bits(m * k), b = bits(n * k);
+            auto c = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m * n));
+            return std::function<void()>([a, b, c, m, n, k, path] {
+              xgrad::gemm_bf16(false, true, m, n, k, 1.0f, a->data(), k, b->data(), k, 0.0f, c->data(), n,
+                               nullptr, path);
+              benchmark::DoNotOptimize(c->data());
+            });
+          },
+          2.0 * double(s[0]) * double(s[1]) * double(s[2])};
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   // GPT-sized: batch 8, 4 heads, 128 tokens (head_dim 32 for the (B, H, T, D) tensors),
@@ -313,6 +370,9 @@ std::vector<Case> all_cases() {
   for (const Shape& lin : {Shape{8, 128, 128, 512}, Shape{2, 8, 8, 32}}) {
     cases.push_back(linear_case(lin));
   }
+  // the medium GPT's feed-forward up-projection (batch 8, T 256, d 384), float32 and bfloat16
+  cases.push_back(linear_case({8, 256, 384, 1536}));
+  cases.push_back(linear_case({8, 256, 384, 1536}, xgrad::kBFloat16));
   cases.push_back(mha_case({8, 256, 384, 6}));  // the `medium` GPT's attention
   cases.push_back(mha_case({2, 8, 16, 2}));
   // the attention core of the tiny, small and medium GPTs of bench/gpt_bench.cpp
@@ -337,6 +397,18 @@ std::vector<Case> all_cases() {
   }
   cases.push_back(adamw_case());
   for (Case& c : overhead_cases()) cases.push_back(std::move(c));
+  // the medium GPT's linear layers over 2048 tokens (B * T): fused qkv, out_proj, the
+  // feed-forward up and down projections; float32 against bfloat16
+  const bool dpbf16 = xgrad::bf16_gemm_has_path(xgrad::Bf16GemmPath::Dpbf16);
+  const bool amx = xgrad::bf16_gemm_has_path(xgrad::Bf16GemmPath::Amx);
+  for (const Shape& mnk :
+       {Shape{2048, 1152, 384}, Shape{2048, 384, 384}, Shape{2048, 1536, 384}, Shape{2048, 384, 1536}}) {
+    cases.push_back(matmul_fwd_case(mnk, xgrad::kFloat32));
+    cases.push_back(matmul_fwd_case(mnk, xgrad::kBFloat16));
+    if (dpbf16) cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Dpbf16, "dpbf16"));
+    if (amx) cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Amx, "amx"));
+    cases.push_back(gemm_bf16_case(mnk, xgrad::Bf16GemmPath::Widened, "widened"));
+  }
   return cases;
 }
 
@@ -358,10 +430,14 @@ int main(int argc, char** argv) {
   xgrad::manual_seed(0);
   for (const Case& c : all_cases()) {
     auto setup = c.setup;
+    const double flops = c.flops;
     benchmark::RegisterBenchmark(c.name.c_str(),
-                                 [setup](benchmark::State& state) {
+                                 [setup, flops](benchmark::State& state) {
                                    std::function<void()> step = setup();
                                    for (auto _ : state) step();
+                                   if (flops > 0.0)
+                                     state.counters["GFLOPS"] = benchmark::Counter(
+                                         flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
                                  })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);

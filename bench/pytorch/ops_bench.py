@@ -98,10 +98,12 @@ def bmm_av_case(s):
     return "bmm_av/" + shape_str(s), setup
 
 
-def linear_case(s):
+def linear_case(s, dtype=torch.float32):
     def setup():
-        x, w, b = leaf((s[0], s[1], s[2])), leaf((s[3], s[2])), leaf((s[3],))
-        g = torch.randn(s[0], s[1], s[3])
+        def leaf_of(shape):
+            return torch.randn(*shape).to(dtype).requires_grad_()
+        x, w, b = leaf_of((s[0], s[1], s[2])), leaf_of((s[3], s[2])), leaf_of((s[3],))
+        g = torch.randn(s[0], s[1], s[3]).to(dtype)
 
         def step():
             x.grad = None
@@ -109,7 +111,8 @@ def linear_case(s):
             b.grad = None
             torch.nn.functional.linear(x, w, b).backward(g)
         return step
-    return "linear/" + shape_str(s), setup
+    op = "linear_bf16/" if dtype == torch.bfloat16 else "linear/"
+    return op + shape_str(s), setup
 
 
 def mha_case(s):
@@ -258,6 +261,19 @@ def overhead_cases():
     return [("add_nograd/4", nograd), ("add_record/4", record), ("add_fwd_bwd/4", fwd_bwd)]
 
 
+def matmul_fwd_case(s, dtype):
+    """x (m, k) @ W (n, k)^T in float32 or bfloat16, forward only; s = (m, n, k)."""
+    def setup():
+        x, w = torch.randn(s[0], s[2]).to(dtype), torch.randn(s[1], s[2]).to(dtype)
+
+        def step():
+            with torch.no_grad():
+                torch.matmul(x, w.t())
+        return step
+    op = "matmul_bf16_fwd/" if dtype == torch.bfloat16 else "matmul_fwd/"
+    return op + shape_str(s), setup
+
+
 def all_cases():
     cases = []
     for scores in [(8, 4, 128, 128), (2, 4, 8, 8)]:
@@ -266,6 +282,8 @@ def all_cases():
         cases += [transpose_case(bhtd), bmm_qk_case(bhtd), bmm_av_case(bhtd)]
     for lin in [(8, 128, 128, 512), (2, 8, 8, 32)]:
         cases.append(linear_case(lin))
+    # the medium GPT's feed-forward up-projection, float32 and bfloat16
+    cases += [linear_case((8, 256, 384, 1536)), linear_case((8, 256, 384, 1536), torch.bfloat16)]
     cases += [mha_case((8, 256, 384, 6)), mha_case((2, 8, 16, 2))]
     for bhtd in [(32, 4, 64, 16), (16, 4, 128, 32), (8, 6, 256, 64)]:
         cases += [sdpa_case(bhtd, True), sdpa_case(bhtd, False)]
@@ -280,6 +298,10 @@ def all_cases():
         cases += [gelu_case((32, 64, 256), backward), layer_norm_case((32, 64, 64), backward),
                   dropout_case((32, 64, 64), backward)]
     cases.append(adamw_case())
+    # the medium GPT's linear layers over 2048 tokens, float32 and bfloat16 (ops_bench.cpp's
+    # gemm_bf16_* rows have no twin)
+    for mnk in [(2048, 1152, 384), (2048, 384, 384), (2048, 1536, 384), (2048, 384, 1536)]:
+        cases += [matmul_fwd_case(mnk, torch.float32), matmul_fwd_case(mnk, torch.bfloat16)]
     return cases + overhead_cases()
 
 

@@ -1,10 +1,12 @@
 // tests/core/test_gemm_bf16.cpp: the bfloat16 GEMM (xgrad/bf16_gemm.h; core/src/kernels/
-// gemm_bf16_kernel.h), bf16 x bf16 -> float32, on its three paths:
+// gemm_bf16_kernel.h, gemm_bf16_amx.h), bf16 x bf16 -> float32, on its paths:
 //   - vdpbf16ps (where the build has AVX512_BF16) against its portable twin, bit for bit, on
 //     shapes with edge rows, columns and pairs (k odd: the last pair's upper half is zero),
 //     k across the k panel (512) and n across the column panel (384), operands stored
 //     transposed, alpha / beta / bias, and on operands full of subnormals, infinities, NaNs
 //     and products that underflow;
+//   - AMX tiles (tdpbf16ps, where the CPU grants them) against their portable twin, the same
+//     way (this file's author had no AMX machine: there these tests are the kernel's check);
 //   - every path against a float64 triple loop within the float32 rounding bound below;
 //   - the same bits at 1, 2 and 3 threads on each threaded path.
 // The bound: every step of the chain (one fused multiply-add per k, exact products; two
@@ -132,7 +134,9 @@ struct Case {
   }
 };
 
-bool has_dpbf16() { return bf16_gemm_backend().find("vdpbf16ps") != std::string::npos; }
+// Whether the vdpbf16ps / AMX paths run here (whether or not the ops use them).
+bool has_dpbf16() { return bf16_gemm_has_path(Bf16GemmPath::Dpbf16); }
+bool has_amx() { return bf16_gemm_has_path(Bf16GemmPath::Amx); }
 
 // The first differing element, as a message, or "" when a and b have the same bits. Two NaNs
 // match whatever their payloads unless `payloads`: the epilogue's adds do not pin which NaN of
@@ -164,7 +168,18 @@ TEST_P(GemmBf16, EveryPathIsNearTheFloat64Reference) {
     c.expect_near_reference(c.run(Bf16GemmPath::Dpbf16Portable), "portable");
     c.expect_near_reference(c.run(Bf16GemmPath::Widened), "widened");
     c.expect_near_reference(c.run(Bf16GemmPath::Build), "build");
+    c.expect_near_reference(c.run(Bf16GemmPath::AmxPortable), "amx portable");
+    if (has_dpbf16()) c.expect_near_reference(c.run(Bf16GemmPath::Dpbf16), "dpbf16");
+    if (has_amx()) c.expect_near_reference(c.run(Bf16GemmPath::Amx), "amx");
   }
+}
+
+// The threaded paths of this build: the ops' path, widened, and vdpbf16ps where it runs.
+std::vector<Bf16GemmPath> threaded_paths() {
+  std::vector<Bf16GemmPath> paths = {Bf16GemmPath::Build, Bf16GemmPath::Widened};
+  if (has_dpbf16()) paths.push_back(Bf16GemmPath::Dpbf16);
+  if (has_amx()) paths.push_back(Bf16GemmPath::Amx);
+  return paths;
 }
 
 TEST_P(GemmBf16, Dpbf16HasTheTwinsBits) {
@@ -178,9 +193,19 @@ TEST_P(GemmBf16, Dpbf16HasTheTwinsBits) {
   }
 }
 
+TEST_P(GemmBf16, AmxHasTheTwinsBits) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 tiles here (not measured here)";
+  uint32_t seed = 31;
+  for (const Epilogue& e : kEpilogues) {
+    const Case c(GetParam(), e.alpha, e.beta, e.bias, seed++);
+    EXPECT_EQ(first_difference(c.run(Bf16GemmPath::Amx), c.run(Bf16GemmPath::AmxPortable)), "")
+        << GetParam() << " alpha " << e.alpha << " beta " << e.beta << " bias " << e.bias;
+  }
+}
+
 TEST_P(GemmBf16, SameBitsAtOneTwoAndThreeThreads) {
   const Case c(GetParam(), 1.0f, 0.0f, true, 21);
-  for (Bf16GemmPath path : {Bf16GemmPath::Build, Bf16GemmPath::Widened}) {
+  for (Bf16GemmPath path : threaded_paths()) {
     std::vector<std::vector<float>> outs;
     for (int threads : {1, 2, 3}) {
       testing::ThreadCount tc(threads);
@@ -198,12 +223,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16, ::testing::ValuesIn(kShapes),
                            return os.str();
                          });
 
-// A large enough product to split over threads (2 m n k >= 4e6 flops), on each path.
+// A large enough product to split over threads (2 m n k >= 4e6 flops), on each threaded path.
 TEST(GemmBf16Threads, ASplitProductHasTheSameBitsAtAnyThreadCount) {
   for (const Shape3& s : {Shape3{300, 400, 700, false, true}, Shape3{1, 5000, 800, false, true},
                           Shape3{130, 800, 1100, true, false}}) {
     const Case c(s, 1.0f, 0.0f, false, 5);
-    for (Bf16GemmPath path : {Bf16GemmPath::Build, Bf16GemmPath::Widened}) {
+    for (Bf16GemmPath path : threaded_paths()) {
       std::vector<std::vector<float>> outs;
       for (int threads : {1, 2, 3}) {
         testing::ThreadCount tc(threads);
@@ -212,8 +237,12 @@ TEST(GemmBf16Threads, ASplitProductHasTheSameBitsAtAnyThreadCount) {
       EXPECT_EQ(first_difference(outs[0], outs[1]), "") << s << " at 2 threads";
       EXPECT_EQ(first_difference(outs[0], outs[2]), "") << s << " at 3 threads";
     }
-    if (has_dpbf16())
-      EXPECT_EQ(first_difference(c.run(Bf16GemmPath::Build), c.run(Bf16GemmPath::Dpbf16)), "");
+  }
+  // the split vdpbf16ps product against its (one-thread) twin
+  if (has_dpbf16()) {
+    const Case c(Shape3{300, 400, 700, false, true}, 1.0f, 0.0f, false, 5);
+    testing::ThreadCount tc(2);
+    EXPECT_EQ(first_difference(c.run(Bf16GemmPath::Dpbf16), c.run(Bf16GemmPath::Dpbf16Portable)), "");
   }
 }
 
@@ -270,8 +299,27 @@ TEST(GemmBf16Special, PairOrderAndFlushToZero) {
 TEST(GemmBf16Errors, TheBackendNamesTheBf16Path) {
   EXPECT_NE(gemm_backend().find("bfloat16 " + bf16_gemm_backend()), std::string::npos) << gemm_backend();
   EXPECT_TRUE(bf16_gemm_backend() == "avx512_bf16 vdpbf16ps 14x32" ||
-              bf16_gemm_backend() == "widened to float32 FMAs")
+              bf16_gemm_backend() == "amx_bf16 tdpbf16ps 32x32" ||
+              bf16_gemm_backend().rfind("widened to float32 FMAs ", 0) == 0)
       << bf16_gemm_backend();
+}
+
+// tdpbf16ps's documented order, pinned on its twin (and on the tiles where they run): per 32 k,
+// the even and the odd k in two chains from zero, then their sum added. Products 1, 2^-24,
+// 2^-24, 2^-24 (k = 0..3): even 1 + 2^-24 -> 1 (a tie, to even), odd 2^-23, so 1 + 2^-23; the
+// vdpbf16ps order (pairs in turn, upper half first) gives 1, and the exact sum would round to
+// 1 + 2^-22.
+TEST(GemmBf16Special, AmxEvenAndOddChains) {
+  const uint16_t one = 0x3f80, two_m24 = 0x3380;
+  const std::vector<uint16_t> a = {one, two_m24, two_m24, two_m24}, b = {one, one, one, one};
+  auto dot = [&](Bf16GemmPath path) {
+    float c = 0.0f;
+    gemm_bf16(false, true, 1, 1, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, &c, 1, nullptr, path);
+    return c;
+  };
+  EXPECT_EQ(dot(Bf16GemmPath::AmxPortable), 1.0f + 0x1p-23f);
+  EXPECT_EQ(dot(Bf16GemmPath::Dpbf16Portable), 1.0f);
+  if (has_amx()) EXPECT_EQ(dot(Bf16GemmPath::Amx), 1.0f + 0x1p-23f);
 }
 
 TEST(GemmBf16Errors, BadArgumentsThrow) {
@@ -282,6 +330,10 @@ TEST(GemmBf16Errors, BadArgumentsThrow) {
   if (!has_dpbf16())
     EXPECT_THROW(gemm_bf16(false, false, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, nullptr,
                            Bf16GemmPath::Dpbf16),
+                 Error);
+  if (!has_amx())
+    EXPECT_THROW(gemm_bf16(false, false, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, nullptr,
+                           Bf16GemmPath::Amx),
                  Error);
 }
 

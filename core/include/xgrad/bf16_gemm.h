@@ -11,20 +11,32 @@
 namespace xgrad {
 
 // Which arithmetic runs the product:
-//   Build           the build's own path (what the ops run): Dpbf16 where it was compiled for
-//                   AVX512_BF16, else Widened
+//   Build           what the ops run: the environment's XGRAD_BF16_GEMM (widened, dpbf16 or
+//                   amx, read once; a path this machine cannot run throws), else Dpbf16 where
+//                   the build has AVX512_BF16 without AVX512_FP16 (AMD Zen 4 / 5, where
+//                   vdpbf16ps gives twice the FMA's flops), else Widened (also on Intel's
+//                   Sapphire / Emerald Rapids class, where vdpbf16ps gives half). Amx only on
+//                   request: that kernel has not yet run on AMX hardware.
 //   Dpbf16          vdpbf16ps on a register tile (throws where the build lacks AVX512_BF16)
 //   Dpbf16Portable  vdpbf16ps's documented arithmetic in scalar code: the same bits as Dpbf16,
 //                   on any CPU (one thread)
 //   Widened         A and B widened to float32, then the float32 GEMM's FMAs
-enum class Bf16GemmPath { Build, Dpbf16, Dpbf16Portable, Widened };
+//   Amx             tdpbf16ps on AMX tiles (throws where the CPU or the kernel does not give
+//                   them)
+//   AmxPortable     tdpbf16ps's documented arithmetic (Intel SDM) in scalar code, any CPU
+enum class Bf16GemmPath { Build, Dpbf16, Dpbf16Portable, Widened, Amx, AmxPortable };
+
+// Whether `path` runs here (Dpbf16: the build has AVX512_BF16; Amx: the CPU and kernel grant
+// AMX tiles; the others always).
+bool bf16_gemm_has_path(Bf16GemmPath path);
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                const float* bias = nullptr, Bf16GemmPath path = Bf16GemmPath::Build);
 
-// The build's bfloat16 GEMM path and tile, e.g. "avx512_bf16 vdpbf16ps 14x32" (also part of
-// gemm_backend()).
+// The ops' bfloat16 GEMM path and tile: "amx_bf16 tdpbf16ps 32x32", "avx512_bf16 vdpbf16ps 14x32" or "widened
+// to float32 FMAs 14x32", with " (vdpbf16ps: half the FMA's flops on this CPU class)" where the build has
+// AVX512_BF16 but does not use it (also part of gemm_backend()).
 std::string bf16_gemm_backend();
 
 }  // namespace xgrad

@@ -10,8 +10,10 @@
 #include "blas.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
+#include "gemm_bf16_amx.h"
 #include "gemm_bf16_kernel.h"
 #include "gemm_kernel.h"
 #include "xgrad/backend.h"
@@ -63,6 +65,8 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   if (path == Bf16Path::Build) path = gemm_bf16_build_path();
   if (path == Bf16Path::Dpbf16 && !gemm_bf16_kernel::kHasDpbf16)
     fail("gemm_bf16", "the vdpbf16ps path needs a build for AVX512_BF16 (this one is ", simd_level(), ")");
+  if (path == Bf16Path::Amx && !gemm_bf16_amx::amx_usable())
+    fail("gemm_bf16", "the AMX path needs a CPU with AMX-BF16 and the tile state granted by the kernel");
   if (m == 0 || n == 0) return;
   if (k == 0) {  // C = beta * C, or the bias
     for (int64_t i = 0; i < m; ++i)
@@ -80,13 +84,33 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     case Bf16Path::Dpbf16Portable:
       gemm_bf16_kernel::gemm_portable(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc);
       return;
+    case Bf16Path::Amx:
+#if XGRAD_AMX_BUILD
+      gemm_bf16_amx::gemm_amx(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
+#endif
+      return;
+    case Bf16Path::AmxPortable:
+      gemm_bf16_amx::gemm_portable(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc);
+      return;
     default:
       gemm_bf16_kernel::gemm_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
   }
 }
 
 Bf16Path gemm_bf16_build_path() {
-  return gemm_bf16_kernel::kHasDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
+  static const Bf16Path path = [] {
+    const char* env = std::getenv("XGRAD_BF16_GEMM");
+    const std::string want = env ? env : "";
+    if (want.empty()) return gemm_bf16_kernel::kBuildDpbf16 ? Bf16Path::Dpbf16 : Bf16Path::Widened;
+    if (want == "widened") return Bf16Path::Widened;
+    if (want == "dpbf16" && gemm_bf16_kernel::kHasDpbf16) return Bf16Path::Dpbf16;
+    if (want == "amx" && gemm_bf16_amx::amx_usable()) return Bf16Path::Amx;
+    if (want == "dpbf16" || want == "amx")
+      fail("gemm_bf16", "XGRAD_BF16_GEMM=", want, ": this ",
+           want == "amx" ? "CPU does not grant AMX-BF16 tiles" : "build has no AVX512_BF16");
+    fail("gemm_bf16", "XGRAD_BF16_GEMM=", want, ": expected widened, dpbf16 or amx (or unset)");
+  }();
+  return path;
 }
 
 void row_sums(bool ta, int64_t m, int64_t k, const float* a, int64_t lda, float* sums) {
@@ -113,9 +137,30 @@ std::string xgrad::gemm_backend() {
 
 std::string xgrad::bf16_gemm_backend() {
   namespace K = gemm_bf16_kernel;
-  return K::kHasDpbf16 ? "avx512_bf16 vdpbf16ps " + std::to_string(K::kMR) + "x" + std::to_string(K::kNR)
-                       : "widened to float32 FMAs";
+  const std::string tile = std::to_string(K::kMR) + "x" + std::to_string(K::kNR);
+  const blas::Bf16Path path = blas::gemm_bf16_build_path();
+  if (path == blas::Bf16Path::Amx) return "amx_bf16 tdpbf16ps 32x32";
+  if (path == blas::Bf16Path::Dpbf16) return "avx512_bf16 vdpbf16ps " + tile;
+  using L = gemm_kernel::Tile<float>;
+  return std::string("widened to float32 FMAs ") + std::to_string(L::kMR) + "x" + std::to_string(L::kNR) +
+         (K::kHasDpbf16 && !std::getenv("XGRAD_BF16_GEMM")
+              ? " (vdpbf16ps: half the FMA's flops on this CPU class)"
+              : "");
 }
+
+bool xgrad::bf16_gemm_has_path(Bf16GemmPath path) {
+  switch (path) {
+    case Bf16GemmPath::Dpbf16:
+      return gemm_bf16_kernel::kHasDpbf16;
+    case Bf16GemmPath::Amx:
+      return gemm_bf16_amx::amx_usable();
+    default:
+      return true;
+  }
+}
+
+static_assert(static_cast<int>(xgrad::Bf16GemmPath::AmxPortable) ==
+              static_cast<int>(xgrad::blas::Bf16Path::AmxPortable));  // the same order
 
 void xgrad::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,

@@ -30,15 +30,20 @@ void row_sums(bool trans_a, int64_t m, int64_t k, const double* a, int64_t lda, 
 // The bfloat16 GEMM: A and B bfloat16 (uint16_t bit patterns), C and the bias float32, with the
 // same arguments and epilogue as gemm above, accumulated in float32 (gemm_bf16_kernel.h):
 //   C (m, n) = alpha * op(A) @ op(B) + beta * C,  or  (alpha * op(A) @ op(B)) + bias
-// `path` picks the arithmetic: Build (the build's own, what the ops run), Dpbf16 (vdpbf16ps;
-// throws where the build has no AVX512_BF16), Dpbf16Portable (its scalar twin, the same
-// bits, any CPU, one thread) or Widened (float32 FMAs on widened copies).
-enum class Bf16Path { Build, Dpbf16, Dpbf16Portable, Widened };
+// `path` picks the arithmetic: Build (the ops' path, gemm_bf16_build_path()), Dpbf16
+// (vdpbf16ps; throws where the build has no AVX512_BF16), Dpbf16Portable (its scalar twin, the
+// same bits, any CPU, one thread), Widened (float32 FMAs on widened copies), Amx (tdpbf16ps
+// tiles; throws where the CPU or kernel does not grant them) or AmxPortable (its scalar twin).
+enum class Bf16Path { Build, Dpbf16, Dpbf16Portable, Widened, Amx, AmxPortable };
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                const float* bias = nullptr, Bf16Path path = Bf16Path::Build);
 
-// The path the build runs for gemm_bf16 (Bf16Path::Build): Dpbf16 or Widened.
+// The path gemm_bf16 runs for Bf16Path::Build (the ops' path): the environment's
+// XGRAD_BF16_GEMM (widened, dpbf16 or amx; read once, throws for a path this machine cannot
+// run), else Dpbf16 or Widened as the build decides (gemm_bf16_kernel.h). AMX is never the
+// default: its kernel has not yet run on AMX hardware (tests/core/test_gemm_bf16.cpp checks it
+// there).
 Bf16Path gemm_bf16_build_path();
 
 // Work (flops, 2 m n k) below which a GEMM, or a batch of them, stays on one thread.

@@ -4,7 +4,12 @@
 //   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C     (A, B bfloat16 bits; C float32)
 //   C (m, n) = (alpha * op(A) @ op(B)) + bias (n)                  (with a float32 bias: linear)
 //
-// Three paths; the build (-march) picks dpbf16 where the CPU has AVX512_BF16, else widened:
+// Three paths; the build (-march) picks one for the ops (kBuildDpbf16): dpbf16 where the CPU
+// has AVX512_BF16, but for CPUs that also have AVX512_FP16 (Intel's Sapphire / Emerald Rapids
+// class), whose vdpbf16ps retires one instruction every two cycles: 32 flops a cycle, half
+// of what their two FMA ports give the float32 GEMM (bench/fma_peak measures both), so
+// there, as on CPUs without AVX512_BF16, widened. (AMD's Zen 4 / 5 run vdpbf16ps at the
+// FMA's rate: twice its flops.)
 //   dpbf16    vdpbf16ps on a kMR x kNR register tile (28 zmm accumulators of 16 floats): per
 //             pair of k values it loads two vectors of a B sliver packed as (k pair, column,
 //             2) and broadcasts one (k pair) dword of each of kMR rows of a packed A tile.
@@ -30,7 +35,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "bf16_kernel.h"
 #include "gemm_kernel.h"
@@ -289,27 +293,34 @@ inline void gemm_dpbf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 inline constexpr bool kHasDpbf16 = false;
 #endif
 
+#if XGRAD_BF16_AVX512 && !defined(__AVX512FP16__)
+inline constexpr bool kBuildDpbf16 = true;  // the ops' path: dpbf16 (else widened)
+#else
+inline constexpr bool kBuildDpbf16 = false;
+#endif
+
 // ---------------------------------------------------------------- widened
 
-// A (rows, cols) bf16 matrix with row stride ld, widened into a dense float32 copy.
-inline std::vector<float> widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, bool threaded) {
-  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+// A (rows, cols) bf16 matrix with row stride ld, widened into out (dense, rows x cols).
+inline void widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, float* out, bool threaded) {
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::bf16_to_float_n(x + r * ld, out.data() + r * cols, cols);
+    for (int64_t r = r0; r < r1; ++r) kernels::bf16_to_float_n(x + r * ld, out + r * cols, cols);
   };
   if (threaded) parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), run);
   else run(0, rows);
-  return out;
 }
 
-// op(A) @ op(B) on float32 copies of A and B, through the float32 GEMM (k > 0).
+// op(A) @ op(B) on float32 copies of A and B (in the calling thread's scratch, slots the
+// float32 GEMM does not use), through the float32 GEMM (k > 0).
 inline void gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                          int64_t lda, const uint16_t* b, int64_t ldb, float beta, const float* bias, float* c,
                          int64_t ldc, bool threaded) {
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  const std::vector<float> aw = widen(a, a_rows, a_cols, lda, threaded),
-                           bw = widen(b, b_rows, b_cols, ldb, threaded);
-  gemm_kernel::gemm<float>(ta, tb, m, n, k, alpha, aw.data(), std::max<int64_t>(a_cols, 1), bw.data(),
+  float* aw = gemm_kernel::scratch<float, 5>(a_rows * a_cols);
+  float* bw = gemm_kernel::scratch<float, 6>(b_rows * b_cols);
+  widen(a, a_rows, a_cols, lda, aw, threaded);
+  widen(b, b_rows, b_cols, ldb, bw, threaded);
+  gemm_kernel::gemm<float>(ta, tb, m, n, k, alpha, aw, std::max<int64_t>(a_cols, 1), bw,
                            std::max<int64_t>(b_cols, 1), beta, bias, c, ldc, threaded);
 }
 

@@ -14,6 +14,11 @@
 // whole matrices to the threads (each a one-thread GEMM) unless their products are summed
 // into one output. Either way every output element comes from one GEMM call, as serially.
 //
+// bfloat16 (both operands bfloat16, as torch requires; a bias too): the GEMMs take the bf16
+// operands and accumulate into a float32 copy of the output (blas::gemm_bf16), which is rounded
+// to bfloat16 once; the gradients likewise, and linear's bias gradient is summed from dout's
+// float32 copy, then rounded.
+//
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
 // them (backward with create_graph): then they compute the same products with matmul itself,
 // recorded, so the gradient can be differentiated again (tests/core/test_fused_composed.cpp
@@ -25,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "blas.h"
 #include "kernels.h"
@@ -100,13 +106,10 @@ const TI* operand(const Tensor& t) {
 
 // C = op(A) @ op(B) + beta * C (or + bias), with op(A)'s row sums where sums is given: the
 // float32 / float64 GEMM, or the bfloat16 one (float32 C; no row sums: sums is null).
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc, const float* bias, float* sums) {
-  blas::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias, sums);
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double beta, double* c, int64_t ldc, const double* bias, double* sums) {
-  blas::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc, bias, sums);
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc, const std::type_identity_t<T>* bias, std::type_identity_t<T>* sums) {
+  blas::gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc, bias, sums);
 }
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
           const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
