@@ -30,6 +30,7 @@
 
 #include "core/fixture_reader.h"
 #include "error_message.h"
+#include "thread_count.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
@@ -233,6 +234,8 @@ TEST(BFloat16Ops, ElementwiseIsFloat32RoundedOnce) {
       {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
       {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
       {"softmax", [](const Tensor& a, const Tensor&) { return softmax(a, 1); }},
+      {"softmax(dim 0)", [](const Tensor& a, const Tensor&) { return softmax(a, 0); }},
+      {"log_softmax(dim 0)", [](const Tensor& a, const Tensor&) { return log_softmax(a, 0); }},
       {"layer_norm", [](const Tensor& a, const Tensor&) { return layer_norm(a, {a.size(1)}, {}, {}, 1e-5); }},
   };
   for (const auto& [name, f] : ops) {
@@ -273,6 +276,87 @@ TEST(BFloat16Ops, PromotionMatchesTorch) {
   EXPECT_EQ(max_ulps(x3 + ar, fx().get("promote_i64.out"), "promote_i64.out"), 0);
   EXPECT_EQ((x3 * 2.5).dtype(), kBFloat16);  // a number does not promote
   expect_error([&] { (void)(x3.to(kFloat32) + x3.to(kFloat64)); }, {"add", "dtype mismatch"});
+}
+
+// The fused float32 + bfloat16 add (the residual add) against its composed twin, to() then
+// add: the same bits forward and backward, in both orders and broadcast either way.
+TEST(BFloat16Ops, MixedAddIsItsComposedTwin) {
+  const Tensor h = fx().get("y") * 1.001;  // float32
+  const std::vector<std::pair<Tensor, Tensor>> pairs = {
+      {h, bf("x")}, {bf("x"), h}, {h, bf("y_row")}, {bf("y_col"), h}};
+  for (const auto& [a0, b0] : pairs) {
+    const Tensor a = a0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+    const Tensor a2 = a0.detach().requires_grad_(), b2 = b0.detach().requires_grad_();
+    const Tensor fused = a + b;
+    const Tensor twin = a2.to(kFloat32) + b2.to(kFloat32);
+    EXPECT_EQ(fused.grad_fn_name(), "AddBackward0");
+    expect_close(fused, twin, 0.0, 0.0, "mixed add");
+    const Tensor g = randn(fused.shape());
+    fused.backward(g);
+    twin.backward(g);
+    EXPECT_EQ(a.grad().dtype(), a.dtype());
+    EXPECT_EQ(b.grad().dtype(), b.dtype());
+    expect_close(a.grad().to(kFloat32), a2.grad().to(kFloat32), 0.0, 0.0, "da");
+    expect_close(b.grad().to(kFloat32), b2.grad().to(kFloat32), 0.0, 0.0, "db");
+  }
+}
+
+// layer_norm's bfloat16 kernels against the float32 op on widened copies, rounded once:
+// forward and all three gradients, bit for bit (N = 90 takes the rows' generic path, N = 64 the
+// SIMD one; M = 70 rows cross the backward's 64-row blocks).
+TEST(BFloat16Ops, LayerNormKernelIsItsFloat32Twin) {
+  for (int64_t N : {90, 64}) {
+    SCOPED_TRACE(N);
+    manual_seed(5);
+    const Tensor x0 = randn({70, N}).to(kBFloat16), w0 = randn({N}).to(kBFloat16),
+                 b0 = randn({N}).to(kBFloat16);
+    const Tensor g = randn({70, N}).to(kBFloat16);
+    const Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(),
+                 b = b0.detach().requires_grad_();
+    const Tensor out = layer_norm(x, {N}, w, b, 1e-5);
+    out.backward(g);
+    const Tensor xf = x0.to(kFloat32).requires_grad_(), wf = w0.to(kFloat32).requires_grad_(),
+                 bf32 = b0.to(kFloat32).requires_grad_();
+    const Tensor twin = layer_norm(xf, {N}, wf, bf32, 1e-5);
+    twin.backward(g.to(kFloat32));
+    EXPECT_EQ(out.grad_fn_name(), "NativeLayerNormBackward0");
+    EXPECT_EQ(max_ulps(out, twin.to(kBFloat16).to(kFloat32), "y"), 0);
+    EXPECT_EQ(max_ulps(x.grad(), xf.grad().to(kBFloat16).to(kFloat32), "dx"), 0);
+    EXPECT_EQ(max_ulps(w.grad(), wf.grad().to(kBFloat16).to(kFloat32), "dw"), 0);
+    EXPECT_EQ(max_ulps(b.grad(), bf32.grad().to(kBFloat16).to(kFloat32), "db"), 0);
+  }
+}
+
+// Same bits at any thread count: the bfloat16 paths split work as the float32 ones do, and
+// each element's (or row's) arithmetic does not depend on the split.
+TEST(BFloat16Ops, SameBitsAtAnyThreadCount) {
+  manual_seed(3);
+  const Tensor x = randn({96, 768}).to(kBFloat16), y = randn({96, 768}).to(kBFloat16);
+  const Tensor w = randn({768}).to(kBFloat16), h = randn({96, 768});
+  auto run = [&] {
+    std::vector<Tensor> outs;
+    const Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_();
+    const Tensor a = gelu(xr * y + xr, "tanh"), b = softmax(xr, -1), c = layer_norm(xr, {768}, wr, wr, 1e-5);
+    const Tensor d = exp(xr) + h, e = sum(xr * xr, {0});
+    for (const Tensor& t : {a, b, c}) outs.push_back(t.to(kFloat32));
+    outs.push_back(d);
+    outs.push_back(e.to(kFloat32));
+    ((a.to(kFloat32) + b.to(kFloat32) + c.to(kFloat32) + d).sum() + e.to(kFloat32).sum()).backward();
+    outs.push_back(xr.grad().to(kFloat32));
+    outs.push_back(wr.grad().to(kFloat32));
+    return outs;
+  };
+  std::vector<Tensor> one, two;
+  {
+    testing::ThreadCount t(1);
+    one = run();
+  }
+  {
+    testing::ThreadCount t(2);
+    two = run();
+  }
+  for (std::size_t i = 0; i < one.size(); ++i)
+    expect_close(two[i], one[i], 0.0, 0.0, "output " + std::to_string(i));
 }
 
 TEST(BFloat16Ops, ComparisonsMatchTorch) {
@@ -326,6 +410,24 @@ TEST(BFloat16Ops, InPlaceAndAccumulation) {
   const Tensor g = bf("mul.g");
   const Tensor want_grad = g * bf("y") + g * (1.0 - tanh(bf("x")) * tanh(bf("x")));
   EXPECT_LE(max_ulps(x.grad(), want_grad.to(kFloat32), "accumulated", kSteps.rel), kSteps.ulps);
+}
+
+// The remaining ops that take bfloat16, each against its float32 result rounded once (they
+// move elements, pick one, or reduce in float32).
+TEST(BFloat16Ops, MoreOpsAreTheirFloat32Twins) {
+  const Tensor x = bf("x"), xf = x.to(kFloat32);
+  auto same = [](const Tensor& got, const Tensor& want32, const char* what) {
+    EXPECT_EQ(max_ulps(got, want32.to(kBFloat16).to(kFloat32), what), 0);
+  };
+  same(tril(x, 1), tril(xf, 1), "tril");
+  same(triu(x), triu(xf), "triu");
+  same(amin(x, {1}), amin(xf, {1}), "amin");
+  same(min(x, 0).values, min(xf, 0).values, "min(dim)");
+  same(std(x, {1}), std(xf, {1}), "std");
+  same(x.clone().clamp_(-0.2, 0.4), xf.clamp(-0.2, 0.4), "clamp_");
+  same(x.clone().fill_(0.1), full(x.shape(), 0.1), "fill_");
+  EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), argmax(xf, 1).to_vector<int64_t>());
+  EXPECT_EQ(logical_not(x > 0.0).to_vector<bool>(), logical_not(xf > 0.0).to_vector<bool>());
 }
 
 // The recorded backward (create_graph) computes the same gradients as the fused one.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 #include "vec_math.h"
 
@@ -131,10 +132,37 @@ void softmax_backward_rows(const T* y, const T* dy, T* dx, Rows g, int64_t o0, i
   }
 }
 
+// bfloat16 softmax: each outer slice (C * inner elements) widened into a float32 buffer of
+// the thread, computed by the float32 rows above and rounded once into the output; the
+// backward the same on (y, dy). Same bits as the float32 kernel on a widened copy.
+template <bool Log, bool Backward>
+void softmax_bf16(const Tensor& a, const Tensor& dy, const Tensor& out, Rows g) {
+  const bf16* pa = a.data_ptr<bf16>();
+  const bf16* pd = Backward ? dy.data_ptr<bf16>() : nullptr;
+  bf16* po = out.data_ptr<bf16>();
+  const int64_t slice = g.C * g.inner;
+  const Rows one{1, g.C, g.inner};
+  if (out.numel() == 0) return;
+  parallel_rows(g.outer, slice, kGrainMath, [&](int64_t o0, int64_t o1) {
+    std::vector<float> af(slice), df(Backward ? slice : 0), of(slice);
+    for (int64_t o = o0; o < o1; ++o) {
+      bf16_to_float_n(&pa[o * slice].bits, af.data(), slice);
+      if constexpr (Backward) {
+        bf16_to_float_n(&pd[o * slice].bits, df.data(), slice);
+        softmax_backward_rows<float, Log>(af.data(), df.data(), of.data(), one, 0, 1);
+      } else {
+        softmax_rows<float, Log>(af.data(), of.data(), one, 0, 1);
+      }
+      float_to_bf16_n(of.data(), &po[o * slice].bits, slice);
+    }
+  });
+}
+
 // y = softmax(x) (Log: log_softmax) over C of geometry g. Outer slices are split over
 // threads, each computed whole.
 template <bool Log>
 void softmax_forward(const Tensor& x, const Tensor& y, Rows g) {
+  if (x.dtype() == kBFloat16) return softmax_bf16<Log, false>(x, Tensor(), y, g);
   dispatch_float(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -148,6 +176,7 @@ void softmax_forward(const Tensor& x, const Tensor& y, Rows g) {
 // dx from y = softmax(x) (Log: log_softmax) and dy, as softmax_forward splits the rows.
 template <bool Log>
 void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, Rows g) {
+  if (y.dtype() == kBFloat16) return softmax_bf16<Log, true>(y, dy, dx, g);
   dispatch_float(y.dtype(), "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();
@@ -161,6 +190,13 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, Rows 
 
 // y = max(x, 0); NaN stays NaN (torch's clamp_min(0) propagates it).
 inline void relu_forward(const Tensor& x, const Tensor& y) {
+  if (x.dtype() == kBFloat16) {  // exact: each element is kept or zeroed
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    return parallel_elems(y.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) py[i] = widen(px[i]) < 0.0f ? bf16{0} : px[i];
+    });
+  }
   dispatch_float(x.dtype(), "relu", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -173,6 +209,14 @@ inline void relu_forward(const Tensor& x, const Tensor& y) {
 
 // dx = dy where y > 0, else 0 (torch's threshold_backward(grad, result, 0)).
 inline void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  if (y.dtype() == kBFloat16) {  // exact: each element of dy is kept or zeroed
+    const bf16* py = y.data_ptr<bf16>();
+    const bf16* pd = dy.data_ptr<bf16>();
+    bf16* px = dx.data_ptr<bf16>();
+    return parallel_elems(dx.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) px[i] = widen(py[i]) > 0.0f ? pd[i] : bf16{0};
+    });
+  }
   dispatch_float(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();
@@ -186,6 +230,15 @@ inline void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
 
 // y = 1 / (1 + exp(-x))
 inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    return parallel_elems(y.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map_bf16_blocks(px + lo, py + lo, hi - lo, [](int64_t, const float* xf, float* yf, int64_t m) {
+        vec::map(xf, yf, m, [](auto v) { return 1.0f / (1.0f + vec::vexp(-v)); });
+      });
+    });
+  }
   dispatch_float(x.dtype(), "sigmoid", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -198,6 +251,17 @@ inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
 
 // dx = dy * (1 - y) * y
 inline void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  if (y.dtype() == kBFloat16) {  // in float32, rounded once
+    const bf16* py = y.data_ptr<bf16>();
+    const bf16* pd = dy.data_ptr<bf16>();
+    bf16* px = dx.data_ptr<bf16>();
+    return parallel_elems(dx.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const float yv = widen(py[i]);
+        px[i] = to_bf16(widen(pd[i]) * (1.0f - yv) * yv);
+      }
+    });
+  }
   dispatch_float(y.dtype(), "sigmoid_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();
@@ -211,6 +275,17 @@ inline void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx
 
 // y = gelu(x), the tanh approximation or the exact erf form (vec::gelu_tanh, vec::gelu_erf).
 inline void gelu_forward(const Tensor& x, const Tensor& y, bool tanh_approx) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16* px = x.data_ptr<bf16>();
+    bf16* py = y.data_ptr<bf16>();
+    parallel_elems(x.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map_bf16_blocks(px + lo, py + lo, hi - lo, [&](int64_t, const float* xf, float* yf, int64_t m) {
+        if (tanh_approx) vec::map(xf, yf, m, [](auto v) { return vec::gelu_tanh<float>(v); });
+        else vec::map(xf, yf, m, [](auto v) { return vec::gelu_erf<float>(v); });
+      });
+    });
+    return;
+  }
   dispatch_float(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -225,6 +300,19 @@ inline void gelu_forward(const Tensor& x, const Tensor& y, bool tanh_approx) {
 // dx = dy * gelu'(x), the derivative evaluated again from x in the loop that multiplies it
 // by dy (no second tensor saved by the forward).
 inline void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx, bool tanh_approx) {
+  if (x.dtype() == kBFloat16) {  // float32 on widened blocks, rounded once
+    const bf16 *px = x.data_ptr<bf16>(), *pd = dy.data_ptr<bf16>();
+    bf16* po = dx.data_ptr<bf16>();
+    parallel_elems(x.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
+      map2_bf16_blocks(
+          pd + lo, px + lo, po + lo, hi - lo, [&](const float* d, const float* v, float* o, int64_t m) {
+            if (tanh_approx)
+              vec::map2(d, v, o, m, [](auto g, auto u) { return g * vec::gelu_tanh_grad<float>(u); });
+            else vec::map2(d, v, o, m, [](auto g, auto u) { return g * vec::gelu_erf_grad<float>(u); });
+          });
+    });
+    return;
+  }
   dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();

@@ -93,17 +93,34 @@ inline void float_to_bf16_n(const float* x, uint16_t* out, int64_t n) {
 }
 
 // y = body(x) over n bfloat16 elements through float32 blocks on the stack: each block is
-// widened, body(xf, yf, m) computes it in float32 (SIMD), and the result is rounded once, so
-// no float32 tensor is allocated. body must be elementwise (the blocks are independent).
+// widened, body(i, xf, yf, m) computes elements [i, i + m) in float32 (SIMD), and the result
+// is rounded once, so no float32 tensor is allocated. body must be elementwise (the blocks are
+// independent); i lets it read a companion array (dropout's mask) at the same positions.
+inline constexpr int64_t kBf16Block = 512;
+
 template <class Body>
 void map_bf16_blocks(const bf16* x, bf16* y, int64_t n, Body&& body) {
-  constexpr int64_t kBlock = 512;
-  alignas(64) float xf[kBlock];
-  alignas(64) float yf[kBlock];
-  for (int64_t i = 0; i < n; i += kBlock) {
-    const int64_t m = std::min(kBlock, n - i);
+  alignas(64) float xf[kBf16Block];
+  alignas(64) float yf[kBf16Block];
+  for (int64_t i = 0; i < n; i += kBf16Block) {
+    const int64_t m = std::min(kBf16Block, n - i);
     bf16_to_float_n(&x[i].bits, xf, m);
-    body(static_cast<const float*>(xf), static_cast<float*>(yf), m);
+    body(i, static_cast<const float*>(xf), static_cast<float*>(yf), m);
+    float_to_bf16_n(yf, &y[i].bits, m);
+  }
+}
+
+// The same for two bfloat16 inputs: body(af, bf, yf, m).
+template <class Body>
+void map2_bf16_blocks(const bf16* a, const bf16* b, bf16* y, int64_t n, Body&& body) {
+  alignas(64) float af[kBf16Block];
+  alignas(64) float bf[kBf16Block];
+  alignas(64) float yf[kBf16Block];
+  for (int64_t i = 0; i < n; i += kBf16Block) {
+    const int64_t m = std::min(kBf16Block, n - i);
+    bf16_to_float_n(&a[i].bits, af, m);
+    bf16_to_float_n(&b[i].bits, bf, m);
+    body(static_cast<const float*>(af), static_cast<const float*>(bf), static_cast<float*>(yf), m);
     float_to_bf16_n(yf, &y[i].bits, m);
   }
 }

@@ -108,7 +108,7 @@ void map_simd(const char* op, const Tensor& a, const Tensor& out, F& f) {
     bf16* po = out.data_ptr<bf16>();
     parallel_elems(a.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
       map_bf16_blocks(pa + lo, po + lo, hi - lo,
-                      [&](const float* x, float* y, int64_t m) { vec::map(x, y, m, f); });
+                      [&](int64_t, const float* x, float* y, int64_t m) { vec::map(x, y, m, f); });
     });
     return;
   }

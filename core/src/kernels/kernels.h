@@ -16,7 +16,8 @@
 // splits the work over the threads; the op file checks, calls it and records.
 //
 // - dispatch_float / dispatch_all: call a generic lambda with a value of the element type
-//   (bfloat16 throws naming the op); check_floating: the check alone.
+//   (bfloat16 throws naming the op); check_floating: the check alone; dispatch_any: also
+//   bfloat16 (as kernels' bf16 element), for loops that only move elements.
 // - parallel_for_each_row: walk N strided operands of one shape row by row, innermost dim
 //   last, after merging dims that are contiguous in every operand (so a contiguous tensor is
 //   one row), split over the thread pool by element ranges.
@@ -41,8 +42,8 @@ namespace xgrad::kernels {
 using xgrad::dispatch_float;  // public: xgrad/dtype.h
 
 // dispatch_all(t, op, f) calls f with a float, double, int64_t or bool; a bfloat16 tensor
-// throws "<op>: does not take bfloat16 tensors yet" (the bfloat16 paths that exist, copies and
-// conversions, branch on kBFloat16 before dispatching).
+// throws "<op>: does not take bfloat16 tensors yet" (the bfloat16 paths branch on kBFloat16
+// before dispatching, or use dispatch_any below where they only move elements).
 template <class F>
 decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
   switch (t) {
@@ -219,7 +220,8 @@ void parallel_for_each_row(const Shape& shape, const std::array<Shape, N>& strid
 }
 
 // Throws naming `op`, t's dtype and shape unless t is float32 or float64 (what
-// dispatch_float accepts): a bfloat16 tensor is floating but not computed on yet.
+// dispatch_float accepts): the check of the ops that do not compute bfloat16 (those that do
+// check with check_floating_any, op_helpers.h).
 inline void check_floating(const char* op, const Tensor& t) {
   if (t.dtype() == kBFloat16)
     fail(op, "does not take bfloat16 tensors yet (got one of shape ", t.shape(),

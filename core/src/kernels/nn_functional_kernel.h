@@ -29,7 +29,9 @@ inline void dropout_bf16(const Tensor& x, const Tensor& keep, double p, const Te
   const bf16* px = x.data_ptr<bf16>();
   bf16* po = out.data_ptr<bf16>();
   parallel_elems(out.numel(), kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) po[i] = to_bf16(widen(px[i]) * (pm[i] ? scale : 0.0f));
+    map_bf16_blocks(px + lo, po + lo, hi - lo, [&](int64_t i, const float* xf, float* yf, int64_t m) {
+      vec::mul_keep_mask(xf, pm + lo + i, scale, yf, m);
+    });
   });
 }
 
@@ -105,9 +107,41 @@ inline void embedding_backward(const Tensor& ids, const Tensor& dy, const Tensor
 // vec::layer_norm_backward_rows.
 constexpr int64_t kLayerNormRowBlock = 64;  // rows per partial dw / db sum in the backward
 
+// A bfloat16 vector (w or b, N) widened, or empty when undefined.
+inline std::vector<float> widened_vector(const Tensor& t, int64_t N) {
+  std::vector<float> v(t.defined() ? N : 0);
+  if (t.defined()) bf16_to_float_n(&t.data_ptr<bf16>()->bits, v.data(), N);
+  return v;
+}
+
+// layer_norm_forward for bfloat16 x, w, b (y bfloat16, mean and rstd float32): each thread's
+// rows widened into a float32 buffer, normalised by the float32 rows, rounded once into y.
+// The same bits as the float32 kernel on widened copies (rows are independent).
+inline void layer_norm_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& b, double eps, int64_t M,
+                                    int64_t N, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  const std::vector<float> wf = widened_vector(w, N), bf = widened_vector(b, N);
+  const bf16* px = x.data_ptr<bf16>();
+  bf16* py = y.data_ptr<bf16>();
+  float* pm = mean.data_ptr<float>();
+  float* pr = rstd.data_ptr<float>();
+  parallel_rows(M, N, kGrain, [&](int64_t r0, int64_t r1) {
+    constexpr int64_t kRows = 16;  // rows per float32 buffer, reused: it stays in the cache
+    std::vector<float> xf(kRows * N), yf(kRows * N);
+    for (int64_t s0 = r0; s0 < r1; s0 += kRows) {
+      const int64_t rows = std::min(kRows, r1 - s0);
+      bf16_to_float_n(&px[s0 * N].bits, xf.data(), rows * N);
+      vec::layer_norm_rows<float>(xf.data(), wf.empty() ? nullptr : wf.data(),
+                                  bf.empty() ? nullptr : bf.data(), yf.data(), pm + s0, pr + s0, N, eps, 0,
+                                  rows);
+      float_to_bf16_n(yf.data(), &py[s0 * N].bits, rows * N);
+    }
+  });
+}
+
 // y = (x - mean) * rstd * w + b row by row, saving each row's mean and rstd (M each).
 inline void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, int64_t M,
                                int64_t N, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  if (x.dtype() == kBFloat16) return layer_norm_forward_bf16(x, w, b, eps, M, N, y, mean, rstd);
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
@@ -128,9 +162,47 @@ inline void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b
 // rows and its own partial dw / db (its rows summed in order), and dw / db add the partials
 // up in block order. The blocks do not depend on the thread count, so neither do the bits,
 // and x and dy are read once whatever the threads.
+// layer_norm_backward for bfloat16 x, w, dy, dx (mean, rstd, dw, db float32): each block of
+// rows widened into float32 buffers and run by the float32 rows, dx rounded once; the same
+// blocks and block order as the float32 kernel, so the same bits as it on widened copies.
+inline void layer_norm_backward_bf16(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& mean,
+                                     const Tensor& rstd, int64_t M, int64_t N, const Tensor& dx,
+                                     const Tensor& dw, const Tensor& db) {
+  const std::vector<float> wf = widened_vector(w, N);
+  const bf16* px = x.data_ptr<bf16>();
+  const bf16* pd = dy.data_ptr<bf16>();
+  const float* pm = mean.data_ptr<float>();
+  const float* pr = rstd.data_ptr<float>();
+  bf16* pdx = dx.defined() ? dx.data_ptr<bf16>() : nullptr;
+  float* pdw = dw.defined() ? dw.data_ptr<float>() : nullptr;
+  float* pdb = db.defined() ? db.data_ptr<float>() : nullptr;
+  const int64_t blocks = (M + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
+  std::vector<float> part_w(pdw ? blocks * N : 0, 0.0f), part_b(pdb ? blocks * N : 0, 0.0f);
+  parallel_rows(blocks, kLayerNormRowBlock * N, kGrain, [&](int64_t b0, int64_t b1) {
+    std::vector<float> xf(kLayerNormRowBlock * N), df(kLayerNormRowBlock * N), dxf(kLayerNormRowBlock * N);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kLayerNormRowBlock, rows = std::min(M, r0 + kLayerNormRowBlock) - r0;
+      bf16_to_float_n(&px[r0 * N].bits, xf.data(), rows * N);
+      bf16_to_float_n(&pd[r0 * N].bits, df.data(), rows * N);
+      vec::layer_norm_backward_rows<float>(xf.data(), df.data(), wf.empty() ? nullptr : wf.data(), pm + r0,
+                                           pr + r0, pdx ? dxf.data() : nullptr,
+                                           pdw ? part_w.data() + b * N : nullptr,
+                                           pdb ? part_b.data() + b * N : nullptr, N, 0, rows);
+      if (pdx) float_to_bf16_n(dxf.data(), &pdx[r0 * N].bits, rows * N);
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (pdw)
+      for (int64_t i = 0; i < N; ++i) pdw[i] += part_w[b * N + i];
+    if (pdb)
+      for (int64_t i = 0; i < N; ++i) pdb[i] += part_b[b * N + i];
+  }
+}
+
 inline void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& mean,
                                 const Tensor& rstd, int64_t M, int64_t N, const Tensor& dx, const Tensor& dw,
                                 const Tensor& db) {
+  if (x.dtype() == kBFloat16) return layer_norm_backward_bf16(x, w, dy, mean, rstd, M, N, dx, dw, db);
   dispatch_float(x.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();

@@ -18,6 +18,10 @@
 // the vectorised axis, so no transpose is needed. Rows are shifted by their max, so -inf
 // entries give exactly 0 (softmax) / -inf (log_softmax) and finite gradients; a row that is
 // entirely -inf gives NaN, as in torch (softmax of [-inf, -inf] is 0/0).
+//
+// bfloat16: every kernel here reads and writes it itself (float32 blocks on the stack, or
+// float32 rows per thread): the arithmetic is float32 and each result is rounded once,
+// forward and backward (relu moves elements and is exact).
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -39,7 +43,8 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
   const int64_t d = wrap_dim(op, dim, a.shape());
   const kernels::Rows g = kernels::rows_around(a.shape(), d);
   check_floating_any(op, a);
-  Tensor out = in_float(a, [&](const Tensor& x, const Tensor& y) { kernels::softmax_forward<Log>(x, y, g); });
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 rows)
+  kernels::softmax_forward<Log>(contig(a), out, g);
   return record(node, out, {a}, [y = save(out), g, d](const Tensor& dout, Grads& grads) {
     // in the forward pass y = softmax(x) along C, so dx = y * (dy - sum(dy * y));
     // for y = log_softmax(x), dx = dy - exp(y) * sum(dy)
@@ -48,9 +53,9 @@ Tensor softmax_impl(const char* op, const char* node, const Tensor& a, int64_t d
       grads.add(0, Log ? dout - exp(yv) * sum(dout, d, true) : yv * (dout - sum(dout * yv, d, true)));
       return;
     }
-    grads.add(0, in_float(yv, dout, [&](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::softmax_backward<Log>(yc, dy, dx, g);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::softmax_backward<Log>(yv, contig(dout), dx, g);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -71,7 +76,8 @@ Tensor log_softmax(const Tensor& a, Int dim) {
 Tensor relu(const Tensor& a) {
   profiler::RecordFunction rec("relu");
   check_floating_any("relu", a);
-  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::relu_forward(x, y); });
+  Tensor out = empty(a.shape(), a.dtype());
+  kernels::relu_forward(contig(a), out);
   return record("ReluBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = max(x, 0), so dx = dy where y > 0, else 0
     const Tensor& yv = y.get();
@@ -79,9 +85,9 @@ Tensor relu(const Tensor& a) {
       grads.add(0, where(yv > 0.0, dout, 0.0));
       return;
     }
-    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::relu_backward(yc, dy, dx);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::relu_backward(yv, contig(dout), dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -89,7 +95,8 @@ Tensor relu(const Tensor& a) {
 Tensor sigmoid(const Tensor& a) {
   profiler::RecordFunction rec("sigmoid");
   check_floating_any("sigmoid", a);
-  Tensor out = in_float(a, [](const Tensor& x, const Tensor& y) { kernels::sigmoid_forward(x, y); });
+  Tensor out = empty(a.shape(), a.dtype());
+  kernels::sigmoid_forward(contig(a), out);
   return record("SigmoidBackward0", out, {a}, [y = save(out)](const Tensor& dout, Grads& grads) {
     // in the forward pass y = 1 / (1 + exp(-x)), so dx = dy * (1 - y) * y
     const Tensor& yv = y.get();
@@ -97,9 +104,9 @@ Tensor sigmoid(const Tensor& a) {
       grads.add(0, dout * (1.0 - yv) * yv);
       return;
     }
-    grads.add(0, in_float(yv, dout, [](const Tensor& yc, const Tensor& dy, const Tensor& dx) {
-                kernels::sigmoid_backward(yc, dy, dx);
-              }));
+    Tensor dx = empty(yv.shape(), yv.dtype());
+    kernels::sigmoid_backward(yv, contig(dout), dx);
+    grads.add(0, std::move(dx));
   });
 }
 
@@ -135,8 +142,8 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (!tanh_approx && approximate != "none")
     fail("gelu", "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   check_floating_any("gelu", a);
-  Tensor out = in_float(
-      a, [tanh_approx](const Tensor& x, const Tensor& y) { kernels::gelu_forward(x, y, tanh_approx); });
+  Tensor out = empty(a.shape(), a.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
+  kernels::gelu_forward(contig(a), out, tanh_approx);
   return record("GeluBackward0", out, {a}, [xs = save(a), tanh_approx](const Tensor& dout, Grads& grads) {
     // in the forward pass y = gelu(x), so dx = dout * gelu'(x), gelu' from the saved x
     const Tensor& xv = xs.get();
@@ -144,9 +151,9 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
       grads.add(0, dout * gelu_derivative(xv, tanh_approx));
       return;
     }
-    grads.add(0, in_float(xv, dout, [tanh_approx](const Tensor& xc, const Tensor& dy, const Tensor& dx) {
-                kernels::gelu_backward(xc, dy, dx, tanh_approx);
-              }));
+    Tensor dx = empty(xv.shape(), xv.dtype());  // the kernel reads bfloat16 itself (float32 blocks)
+    kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);
+    grads.add(0, std::move(dx));
   });
 }
 

@@ -97,8 +97,37 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 // ---------------------------------------------------------------- add / sub
+namespace {
+// float32 + bfloat16 (either order; a residual stream plus a bfloat16 block output) in one
+// pass that widens the bfloat16 operand as it reads it: the bits of b.to(kFloat32) + a with
+// no float32 copy. Each gradient is dout summed to its input's shape and converted to its
+// dtype (the bfloat16 one rounded once, as to()'s backward would).
+Tensor add_float32_bf16(const Tensor& a, const Tensor& b) {
+  const Shape shape = kernels::broadcast_shapes("add", a.shape(), b.shape());
+  using kernels::widen;
+  Tensor out =
+      a.dtype() == kFloat32
+          ? map_typed<float>(
+                kFloat32, shape, {a, b}, [](float x, bf16 y) { return x + widen(y); }, types<float, bf16>{})
+          : map_typed<float>(
+                kFloat32, shape, {a, b}, [](bf16 x, float y) { return widen(x) + y; }, types<bf16, float>{});
+  return record(
+      "AddBackward0", out, {a, b},
+      [sa = a.shape(), sb = b.shape(), ta = a.dtype(), tb = b.dtype()](const Tensor& dout, Grads& grads) {
+        // in the forward pass out = a + b, so da = dout and db = dout (summed where broadcast)
+        if (grads.wants(0)) grads.add(0, sum_to(dout, sa).to(ta));
+        if (grads.wants(1)) grads.add(1, sum_to(dout, sb).to(tb));
+      });
+}
+bool float32_with_bf16(const Tensor& a, const Tensor& b) {
+  return (a.dtype() == kFloat32 && b.dtype() == kBFloat16) ||
+         (a.dtype() == kBFloat16 && b.dtype() == kFloat32);
+}
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b) {
   profiler::RecordFunction rec("add");
+  if (float32_with_bf16(a, b)) return add_float32_bf16(a, b);
   if (auto p = promote(a, b)) return add(p->first, p->second);
   Tensor out = map2(
       "add", a, b, [](auto x, auto y) { return x + y; }, /*allow_int=*/true);

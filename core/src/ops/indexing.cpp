@@ -5,6 +5,8 @@
 // gather and scatter_add are each other's adjoint, so both backwards (and topk's) are one
 // kernel, scatter_add_into. Indices are checked before anything is written: an index out of
 // range throws naming the op, the index, the dim and the shapes.
+// bfloat16: gather moves elements; gather's backward sums in float32 and rounds once;
+// scatter_add, masked_select, topk and index_put_ refuse it (they throw naming themselves).
 // Adding an op: forward into a fresh contiguous `empty(...)`, backward closure right below,
 // and a row in tests/core/gradcheck_rows_indexing.cpp.
 #include <algorithm>

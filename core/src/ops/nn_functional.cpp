@@ -15,6 +15,12 @@
 // an op: declare it in ops.h under nn_functional.cpp, write its kernel pair and the op here,
 // add gradcheck rows in tests/core/gradcheck_rows_nn_functional.cpp and a torch case in
 // tests/fixtures/gen_activation_nn.py.
+//
+// bfloat16: dropout's kernel scales by torch's bfloat16 noise value; embedding copies rows and
+// accumulates its gradient in float32; layer_norm's kernels widen rows into float32 buffers
+// (float32 statistics, dweight and dbias summed in float32); cross_entropy runs in float32
+// between recorded to() conversions. Each result and gradient is rounded once. mse_loss refuses bfloat16, as
+// torch 1.13's CPU mse_loss does.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -177,14 +183,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            normalized_shape);
     check_same_dtype("layer_norm", what, x, *p);
   }
-  if (x.dtype() == kBFloat16)  // computed in float32 and rounded once; the gradients are rounded back
-    return layer_norm(x.to(kFloat32), normalized_shape, weight.defined() ? weight.to(kFloat32) : weight,
-                      bias.defined() ? bias.to(kFloat32) : bias, eps)
-        .to(kBFloat16);
   const int64_t N = numel_of(normalized_shape);
   const int64_t M = N == 0 ? 0 : x.numel() / N;
   Tensor out = empty(xs, x.dtype());
-  Tensor mean = empty({M}, x.dtype()), rstd = empty({M}, x.dtype());
+  // the row statistics stay float32 for bfloat16 (the kernel computes in float32)
+  const DType stat = x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  Tensor mean = empty({M}, stat), rstd = empty({M}, stat);
   kernels::layer_norm_forward(contig(x), weight.defined() ? contig(weight) : Tensor(),
                               bias.defined() ? contig(bias) : Tensor(), eps, M, N, out, mean, rstd);
   return record("NativeLayerNormBackward0", out, {x, weight, bias},
@@ -198,15 +202,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                                                  static_cast<int64_t>(normalized_shape.size()), eps, grads);
                     return;
                   }
-                  const DType dt = xs.get().dtype();
+                  const DType dt = xs.get().dtype(), acc = mean.dtype();  // dw, db sum in acc
                   Tensor dx = grads.wants(0) ? empty(xs.get().shape(), dt) : Tensor();
-                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, dt) : Tensor();
-                  Tensor db = grads.wants(2) ? zeros(normalized_shape, dt) : Tensor();
+                  Tensor dw = grads.wants(1) ? zeros(normalized_shape, acc) : Tensor();
+                  Tensor db = grads.wants(2) ? zeros(normalized_shape, acc) : Tensor();
                   kernels::layer_norm_backward(contig(xs.get()), ws.defined() ? contig(ws.get()) : Tensor(),
                                                contig(dout), mean, rstd, M, N, dx, dw, db);
                   if (dx.defined()) grads.add(0, std::move(dx));
-                  if (dw.defined()) grads.add(1, std::move(dw));
-                  if (db.defined()) grads.add(2, std::move(db));
+                  if (dw.defined()) grads.add(1, dw.to(dt));  // bfloat16: rounded once
+                  if (db.defined()) grads.add(2, db.to(dt));
                 });
 }
 

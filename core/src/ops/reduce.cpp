@@ -11,6 +11,8 @@
 // max/min/argmax along one dim use the same (A, R, B) view and keep the first index on ties.
 // Threads (reduce_pass) split rows or output columns, never one output's summation. The
 // passes over one (A, R, B) block are kernels (kernels/reduce_kernel.h).
+// bfloat16 reduces its float32 copy (compute_copy, op_helpers.h: the sums accumulate as
+// float32's do) and rounds the result once (result_as); max/min are exact either way.
 // Adding a reduction: an Op struct (init/step/merge/repeat) for reduce_passes, then record().
 #include <algorithm>
 #include <cmath>
