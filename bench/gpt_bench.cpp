@@ -28,6 +28,9 @@
 // which in "clock"), for a machine other processes load.
 // --activation-checkpointing trains with GPTConfig::activation_checkpointing (each block
 // recomputed in backward; the JSON says so, and its peak RSS shows the memory it saves).
+// --dtype bf16 runs the forward pass and the loss (the whole step in --mode forward) under
+// xgrad::autocast(kBFloat16), as the twin under torch.autocast("cpu", dtype=torch.bfloat16);
+// backward and AdamW run outside it, on float32 weights. The JSON line says "dtype".
 #include <cblas.h>
 
 #include <algorithm>
@@ -45,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
 #include "xgrad/nn/gpt.h"
@@ -129,6 +133,7 @@ struct Options {
   bool cpu_time = false;
   bool sgemm_peak = false;
   bool activation_checkpointing = false;  // GPTConfig::activation_checkpointing
+  std::string dtype = "fp32";             // or "bf16": autocast
 };
 
 struct BenchConfig {
@@ -178,6 +183,7 @@ BenchConfig config_named(const std::string& name) {
                "                 [--threads N] [--warmup N] [--steps N] [--seed N] [--profile]\n"
                "                 [--cpu-time]   (steps and --profile in process CPU time)\n"
                "                 [--activation-checkpointing]   (recompute each block in backward)\n"
+               "                 [--dtype fp32|bf16]   (bf16: forward and loss under autocast)\n"
                "       gpt_bench --sgemm-peak [--threads N]\n");
   std::exit(code);
 }
@@ -201,6 +207,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--cpu-time") o.cpu_time = true;
     else if (a == "--sgemm-peak") o.sgemm_peak = true;
     else if (a == "--activation-checkpointing") o.activation_checkpointing = true;
+    else if (a == "--dtype") o.dtype = value();
     else if (a == "-h" || a == "--help") usage(0);
     else {
       std::fprintf(stderr, "gpt_bench: unknown argument '%s'\n", a.c_str());
@@ -208,7 +215,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.threads < 1 || o.steps < 1 || o.warmup < 0 || (o.mode != "train" && o.mode != "forward") ||
-      (o.arch != "gpt" && o.arch != "llama"))
+      (o.arch != "gpt" && o.arch != "llama") || (o.dtype != "fp32" && o.dtype != "bf16"))
     usage(2);
   if (o.arch == "llama" && o.activation_checkpointing) {
     std::fprintf(stderr,
@@ -296,8 +303,12 @@ int run(const Options& o) {
     auto step = [&](int i) {
       auto& [x, y] = batches[i % batches.size()];
       auto t0 = Clock::now();
-      Tensor logits = model(x);  // (B, T, V)
-      Tensor loss = cross_entropy(logits.flatten(0, 1), y.flatten());
+      Tensor loss;
+      {
+        autocast guard(kBFloat16, o.dtype == "bf16");
+        Tensor logits = model(x);  // (B, T, V)
+        loss = cross_entropy(logits.flatten(0, 1), y.flatten());
+      }
       loss.backward();
       opt.step();
       opt.zero_grad(true);  // set_to_none, as the torch bench
@@ -325,6 +336,7 @@ int run(const Options& o) {
     NoGradGuard ng;
     auto step = [&](int i) {
       auto t0 = Clock::now();
+      autocast guard(kBFloat16, o.dtype == "bf16");
       Tensor logits = model(batches[i % batches.size()].first);
       return seconds_since(t0);
     };
@@ -348,13 +360,14 @@ int run(const Options& o) {
       "\"n_params\": %ld, \"n_params_nonemb\": %ld, \"steps\": %zu, "
       "\"step_ms_median\": %.4f, \"step_ms_min\": %.4f, \"step_ms_max\": %.4f, "
       "\"tokens_per_s\": %.3f, \"first_loss\": %s, \"last_loss\": %s, \"peak_rss_mb\": %.2f, "
-      "\"clock\": \"%s\", \"activation_checkpointing\": %s, %s}\n",
+      "\"clock\": \"%s\", \"activation_checkpointing\": %s, \"dtype\": \"%s\", %s}\n",
       o.arch.c_str(), o.config.c_str(), o.mode.c_str(), o.threads, (long)B, (long)T, (long)bc.gpt.emb_dim,
       (long)bc.gpt.n_layers, (long)n_params, (long)(n_params - n_emb), times.size(), 1e3 * step_s,
       1e3 * *std::min_element(times.begin(), times.end()),
       1e3 * *std::max_element(times.begin(), times.end()), double(B * T) / step_s,
       json_number(first_loss).c_str(), json_number(last_loss).c_str(), peak_rss_mb(),
-      g_cpu_time ? "cpu" : "wall", o.activation_checkpointing ? "true" : "false", backend_json().c_str());
+      g_cpu_time ? "cpu" : "wall", o.activation_checkpointing ? "true" : "false", o.dtype.c_str(),
+      backend_json().c_str());
   return 0;
 }
 

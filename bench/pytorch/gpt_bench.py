@@ -15,6 +15,10 @@ median of --steps timed steps. --mode forward times model(ids) under torch.no_gr
 eval mode instead. Prints one JSON line (the same keys as gpt_bench.cpp) with the peak RSS
 of this process (VmHWM).
 
+--dtype bf16 runs the forward pass and the loss (all of --mode forward) under
+torch.autocast("cpu", dtype=torch.bfloat16), as gpt_bench.cpp --dtype bf16 runs xgrad::autocast;
+backward and AdamW run outside it on float32 weights. The JSON line says "dtype".
+
     OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch/gpt_bench.py --config tiny --threads 1
 
 --threads sets torch.set_num_threads; OpenBLAS's threads (torch's matmul on Debian) come
@@ -24,6 +28,7 @@ variable, "" when unset) and "openblas_core" (the kernel set OpenBLAS runs in th
 """
 import ctypes
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -308,6 +313,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=123)
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -328,14 +334,20 @@ def main():
 
     times = []
     first_loss = last_loss = None
+
+    def autocast():
+        if args.dtype == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
     if args.mode == "train":
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
         for i in range(args.warmup + args.steps):
             x, y = batches[i % len(batches)]
             t0 = time.perf_counter()
-            logits = model(x)                                         # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            with autocast():
+                logits = model(x)                                     # (B, T, V)
+                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -351,7 +363,8 @@ def main():
             for i in range(args.warmup + args.steps):
                 x, _ = batches[i % len(batches)]
                 t0 = time.perf_counter()
-                logits = model(x)
+                with autocast():
+                    logits = model(x)
                 t1 = time.perf_counter()
                 if i >= args.warmup:
                     times.append(t1 - t0)
@@ -359,7 +372,7 @@ def main():
     step_s = statistics.median(times)
     print(json.dumps({
         "impl": "torch", "torch": torch.__version__, "arch": args.arch, "config": args.config,
-        "mode": args.mode, "threads": args.threads,
+        "mode": args.mode, "threads": args.threads, "dtype": args.dtype,
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", ""),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),

@@ -24,6 +24,18 @@ constexpr double kPerScorePerLayer =
 constexpr double kPerTokenLogits = 4;  // x vocab: logits, softmax saved, their gradient, copy
 constexpr double kPerTokenEmbed = 20;  // x emb_dim: embeddings, final norm, their gradients, workspace
 
+// The same, in bytes, for a step whose forward pass runs under autocast (--dtype bf16). Per
+// token and layer a GPT block keeps (x emb_dim): its input and the residual (float32), the
+// bfloat16 casts its linears read, q/k/v cast back to float32 for the fused attention, the
+// feed-forward's 4 x emb_dim hidden and GELU outputs in bfloat16, the dropout masks; per token
+// x vocabulary the bfloat16 logits, their float32 cast and gradients.
+struct BytesPer {
+  double token_layer, token_logits, token_embed, score_layer;
+};
+constexpr BytesPer kFloat32Bytes{4 * kPerTokenPerLayer, 4 * kPerTokenLogits, 4 * kPerTokenEmbed,
+                                 4 * kPerScorePerLayer};
+constexpr BytesPer kBFloat16Bytes{56, 14, 80, 4 * kPerScorePerLayer};
+
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);
   std::string s;
@@ -36,7 +48,7 @@ std::optional<double> read_number(const char* path) {
 
 }  // namespace
 
-MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) {
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size, bool bf16) {
   const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.emb_dim),
                H = double(c.n_heads), L = double(c.n_layers), B = double(batch_size);
   MemoryEstimate e;
@@ -48,13 +60,16 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
   e.parameters = V * C + T * C + L * per_block + 2 * C           // + final_norm,
                  + (c.tie_weights ? 0 : C * V);                  // out_head (or tok_emb's)
   e.state_bytes = 16 * e.parameters + L * T * T;                 // + bool masks
+  // the weight cast cache: every block's linears and the output head (tied or not)
+  if (bf16) e.state_bytes += 2 * (L * (per_block - 4 * C) + C * V);
+  const BytesPer& per = bf16 ? kBFloat16Bytes : kFloat32Bytes;
   const double tokens = B * T;
   // with activation checkpointing the blocks keep only their inputs (one x emb_dim per token
   // and layer), and one block's activations are alive at a time (its forward, its rerun)
   const double full_layers = c.activation_checkpointing ? 1 : L;
   const double inputs_kept = c.activation_checkpointing ? L : 0;
-  e.activation_bytes = 4 * (tokens * C * (kPerTokenPerLayer * full_layers + inputs_kept + kPerTokenEmbed) +
-                            B * H * T * T * kPerScorePerLayer * full_layers + tokens * V * kPerTokenLogits);
+  e.activation_bytes = tokens * C * (per.token_layer * full_layers + 4 * inputs_kept + per.token_embed) +
+                       B * H * T * T * per.score_layer * full_layers + tokens * V * per.token_logits;
   return e;
 }
 
@@ -64,12 +79,16 @@ MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size) 
 constexpr double kLlamaPerTokenPerLayer = 14;  // x emb_dim
 constexpr double kLlamaPerTokenHidden = 5;     // x hidden_dim
 
-MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size) {
+// Under autocast (bf16) the state adds the weight cast cache (every parameter but the norms
+// and an untied embedding, 2 bytes each); the activations keep the float32 factors, an upper
+// bound (autocast halves the linears' outputs but adds their casts).
+MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size, bool bf16) {
   const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.emb_dim),
                H = double(c.n_heads), L = double(c.n_layers), B = double(batch_size);
   MemoryEstimate e;
   e.parameters = double(xgrad::nn::num_parameters(c));
   e.state_bytes = 16 * e.parameters + 8 * T * double(c.head_dim());  // + the RoPE tables
+  if (bf16) e.state_bytes += 2 * (e.parameters - (c.tie_weights ? 0 : V * C) - (2 * L + 1) * C);
   const double tokens = B * T;
   e.activation_bytes =
       4 *

@@ -1,11 +1,15 @@
 // examples/common/memory.h: how much memory training a GPT or a Llama needs, estimated from
 // the flags before anything is allocated, and how much this machine (or its cgroup) offers.
 //
-// The estimate is float32 throughout: the weights, their gradients and AdamW's two moments
-// (16 bytes per parameter), the causal masks, and one training step's activations, i.e. what
-// the autograd tape keeps for backward plus the gradients flowing back through it. The
-// per-layer factors were measured with xgrad::memory_stats() (tests/train/test_memory.cpp
-// checks the estimate stays above the measured peak and within 2x of it).
+// The weights, their gradients and AdamW's two moments are float32 (16 bytes per parameter),
+// plus the causal masks and one training step's activations, i.e. what the autograd tape keeps
+// for backward plus the gradients flowing back through it. With bf16 (train_lm --dtype bf16:
+// the forward pass under xgrad::autocast) the state also holds the bfloat16 cast of every
+// matrix and bias a linear reads (the weight cast cache, 2 bytes each, alive until backward),
+// and the activations are what autocast leaves: linear outputs in bfloat16, norms, residuals,
+// attention and the loss in float32 (xgrad/autocast.h). The per-layer factors were measured
+// with xgrad::memory_stats() (tests/train/test_memory.cpp checks the estimate stays above the
+// measured peak and within 2x of it, in both dtypes).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -26,8 +30,10 @@ struct MemoryEstimate {
 };
 
 // c.vocab_size must be set (from the corpus).
-MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size);
-MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size);
+// bf16: the forward pass runs under autocast (train_lm --dtype bf16).
+MemoryEstimate estimate_training_memory(const GPTConfig& c, int64_t batch_size, bool bf16 = false);
+MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size,
+                                        bool bf16 = false);
 
 // Memory this process can still get: the smaller of MemAvailable (/proc/meminfo; without
 // /proc, sysinfo()'s free + buffer memory) and the cgroup's memory.max - memory.current;

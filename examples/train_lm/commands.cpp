@@ -77,8 +77,10 @@ int train_in_world(TrainOptions o) {
 
     // 3. memory, before anything is allocated
     o.model.vocab_size = corpus.tokenizer->vocab_size();  // as the Trainer will set it
-    const MemoryEstimate mem = o.arch == "llama" ? estimate_training_memory(llama_config(o), o.batch_size)
-                                                 : estimate_training_memory(o.model, o.batch_size);
+    const bool bf16 = o.dtype == "bf16";
+    const MemoryEstimate mem = o.arch == "llama"
+                                   ? estimate_training_memory(llama_config(o), o.batch_size, bf16)
+                                   : estimate_training_memory(o.model, o.batch_size, bf16);
     const std::optional<double> available = available_memory_bytes();
     if (auto problem = memory_problem(o.model, o.batch_size, mem, available)) throw ConfigError(*problem);
     if (o.dry_run) {

@@ -97,6 +97,11 @@ void for_each_train_flag(O& o, F&& f) {
          FlagRange{0, 0, true, false, false, true}},
     o.seed);
   f(Flag{"threads", "threads (xgrad::set_num_threads); 0 = default", kShowDefault, ints(0, 4096)}, o.threads);
+  f(Flag{"dtype",
+         "fp32, or bf16: forward and loss under autocast (matmuls in bfloat16; weights, optimizer and "
+         "checkpoints stay float32)",
+         saved},
+    o.dtype);
   f(Flag{"checkpoint-dir", "where checkpoints go", kShowDefault}, o.checkpoint_dir);
   f(Flag{"resume", "continue from the latest checkpoint in --checkpoint-dir"}, o.resume);
   f(Flag{"keep-checkpoints", "step directories to keep", saved, ints(1, 1e6)}, o.keep_checkpoints);
@@ -272,6 +277,8 @@ void apply_preset(TrainOptions& o, const std::string& preset) {
 
 void validate(const TrainOptions& o) {
   if (o.arch != "gpt" && o.arch != "llama") config_error("--arch must be gpt or llama, got '", o.arch, "'");
+  if (o.dtype != "fp32" && o.dtype != "bf16")
+    config_error("--dtype must be fp32 or bf16, got '", o.dtype, "'");
   auto flag = [](const char* field) { return "--" + flag_name(field); };
   const std::string model_problem = o.arch == "llama" ? xgrad::nn::config_problem(llama_config(o), flag)
                                                       : xgrad::nn::config_problem(o.model, flag);

@@ -40,6 +40,9 @@ struct TrainOptions {
   int64_t eval_iters = 20;
   uint64_t seed = 1337;
   int threads = 0;  // 0 = xgrad's default
+  // fp32 | bf16: bf16 runs each forward pass and its loss under xgrad::autocast(kBFloat16)
+  // (torch.autocast("cpu", dtype=torch.bfloat16)); weights, AdamW and checkpoints stay float32
+  std::string dtype = "fp32";
   std::string checkpoint_dir = "checkpoints/train_lm";
   bool resume = false;
   int keep_checkpoints = 2;

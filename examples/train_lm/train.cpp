@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "world.h"
+#include "xgrad/autocast.h"
 #include "xgrad/error.h"
 #include "xgrad/nn/clip_grad.h"
 #include "xgrad/ops.h"
@@ -113,6 +114,7 @@ double Trainer::estimate_loss(const std::string& split) {
       *model_, val ? val_windows_ : train_windows_,
       {.batch_size = o_.batch_size, .iters = o_.eval_iters, .seed = eval_seed(o_.seed, val)},
       [&](const data::Example& b) {
+        xgrad::autocast guard(xgrad::kBFloat16, o_.dtype == "bf16");  // --dtype bf16
         return xgrad::cross_entropy_last_dim((*model_)(shard_rows(b[0])), shard_rows(b[1])).item();
       }));
 }
@@ -127,7 +129,12 @@ double Trainer::forward_backward(const char*& phase) {
   for (int64_t micro = 0; micro < o_.grad_accum; ++micro) {
     const data::Example b = batches_.next();  // {x, y}: (B, T) int64, y = x shifted by one
     phase = "forward pass";
-    Tensor loss = xgrad::cross_entropy_last_dim((*forward_)(shard_rows(b[0])), shard_rows(b[1]));
+    Tensor loss;
+    {
+      // --dtype bf16: the forward pass and its loss under autocast (backward outside, as torch's)
+      xgrad::autocast guard(xgrad::kBFloat16, o_.dtype == "bf16");
+      loss = xgrad::cross_entropy_last_dim((*forward_)(shard_rows(b[0])), shard_rows(b[1]));
+    }
     const double micro_loss = mean_over_world(loss.item());  // the same on every rank
     if (!std::isfinite(micro_loss)) return micro_loss;
     total += micro_loss;

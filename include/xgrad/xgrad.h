@@ -5,6 +5,7 @@
 // included and linked on its own (<xgrad/ops.h> + xgrad::core, <xgrad/io/safetensors.h> +
 // xgrad::io, <xgrad/nn.h> + xgrad::nn, <xgrad/optim.h> + xgrad::optim).
 #pragma once
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/backend.h"
 #include "xgrad/checkpoint.h"

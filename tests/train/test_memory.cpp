@@ -1,6 +1,6 @@
 // tests/train/test_memory.cpp: the memory estimate of examples/train_lm/memory.h against what
-// xgrad really allocates (memory_stats' peak over two training steps), the parameter count
-// against the model's, and the refusal message of a configuration that cannot fit.
+// xgrad really allocates (memory_stats' peak over two training steps, float32 and --dtype bf16), the
+// parameter count against the model's, and the refusal message of a configuration that cannot fit.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -27,6 +27,7 @@ std::string generated_text() {
 struct Case {
   int64_t ctx, emb, heads, layers, batch;
   bool activation_checkpointing = false;
+  bool bf16 = false;  // --dtype bf16: the forward pass under autocast
 };
 
 }  // namespace
@@ -34,7 +35,9 @@ struct Case {
 TEST(Memory, EstimateBoundsTheMeasuredPeak) {
   spdlog::set_level(spdlog::level::warn);
   for (const Case& c : {Case{16, 32, 2, 1, 8}, Case{64, 64, 4, 2, 16}, Case{128, 32, 4, 2, 4},
-                        Case{32, 128, 2, 3, 8}, Case{64, 64, 4, 4, 16, true}, Case{128, 32, 4, 4, 4, true}}) {
+                        Case{32, 128, 2, 3, 8}, Case{64, 64, 4, 4, 16, true}, Case{128, 32, 4, 4, 4, true},
+                        Case{16, 32, 2, 1, 8, false, true}, Case{64, 64, 4, 2, 16, false, true},
+                        Case{128, 32, 4, 2, 4, false, true}, Case{32, 128, 2, 3, 8, false, true}}) {
     TempDir tmp;
     TrainOptions o;
     o.model = {.vocab_size = 0,
@@ -46,6 +49,7 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
                .qkv_bias = false,
                .activation_checkpointing = c.activation_checkpointing};
     o.batch_size = c.batch;
+    o.dtype = c.bf16 ? "bf16" : "fp32";
     o.steps = 10;
     o.warmup = 1;
     o.eval_interval = 100;
@@ -55,7 +59,7 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
     Corpus corpus = make_corpus(generated_text(), c.ctx, "generated");
     GPTConfig full = o.model;
     full.vocab_size = corpus.tokenizer->vocab_size();
-    const MemoryEstimate e = estimate_training_memory(full, c.batch);
+    const MemoryEstimate e = estimate_training_memory(full, c.batch, c.bf16);
 
     xgrad::empty_cache();
     const int64_t base = xgrad::memory_stats().current_bytes;
@@ -69,8 +73,9 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
     }
     const std::string what = "ctx " + std::to_string(c.ctx) + " emb " + std::to_string(c.emb) + " layers " +
                              std::to_string(c.layers) + " batch " + std::to_string(c.batch) +
-                             (c.activation_checkpointing ? " checkpointed" : "") + ": estimate " +
-                             format_bytes(e.total_bytes()) + ", measured " + format_bytes(measured);
+                             (c.activation_checkpointing ? " checkpointed" : "") + (c.bf16 ? " bf16" : "") +
+                             ": estimate " + format_bytes(e.total_bytes()) + ", measured " +
+                             format_bytes(measured);
     EXPECT_GE(e.total_bytes(), measured) << what;
     EXPECT_LE(e.total_bytes(), 2.0 * measured) << what;
     std::cout << what << "\n";

@@ -46,6 +46,7 @@
 
 #include "kernels.h"
 #include "sdpa_kernel.h"
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
@@ -382,6 +383,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const ScaledDotProductAttentionOptions& options) {
+  if (autocast::wants_fp32(query, key, value, options.attn_mask)) {  // xgrad/autocast.h: runs in float32
+    ScaledDotProductAttentionOptions o = options;
+    o.attn_mask = autocast::to_fp32(o.attn_mask);
+    return scaled_dot_product_attention(autocast::to_fp32(query), autocast::to_fp32(key),
+                                        autocast::to_fp32(value), o);
+  }
   profiler::RecordFunction rec("scaled_dot_product_attention");
   return sdpa_impl(query, key, value, options, attention_kernel::kDefaultBlock);
 }

@@ -34,6 +34,7 @@
 
 #include "blas.h"
 #include "kernels.h"
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/parallel.h"
@@ -378,6 +379,7 @@ void matmul_backward_recorded(const Tensor& a, const Tensor& b, const Shape& a_s
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::wants_lower(a, b)) return std::apply(matmul, autocast::lower(a, b));  // xgrad/autocast.h
   profiler::RecordFunction rec("matmul");
   check_float_pair("matmul", a, b);
   if (a.dim() == 0 || b.dim() == 0)
@@ -466,6 +468,7 @@ void linear_backward_recorded(const Tensor& x, const Tensor& w, const Shape& x_s
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast::wants_lower(x, weight, bias)) return std::apply(linear, autocast::lower(x, weight, bias));
   profiler::RecordFunction rec("linear");
   check_float_pair("linear", x, weight);
   if (weight.dim() != 2)

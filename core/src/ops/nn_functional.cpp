@@ -29,6 +29,7 @@
 
 #include "kernels.h"
 #include "nn_functional_kernel.h"
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
 #include "xgrad/profiler.h"
@@ -311,6 +312,8 @@ void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) 
 }  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+  if (autocast::wants_fp32(input))
+    return cross_entropy(autocast::to_fp32(input), target, options);  // autocast.h
   profiler::RecordFunction rec("cross_entropy");
   const char* op = "cross_entropy";
   if (input.dim() == 0)
@@ -336,6 +339,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 
 Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOptions& options) {
+  if (autocast::wants_fp32(logits))
+    return cross_entropy_last_dim(autocast::to_fp32(logits), targets, options);
   profiler::RecordFunction rec("cross_entropy_last_dim");
   const char* op = "cross_entropy_last_dim";
   if (logits.dim() == 0) fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
@@ -353,6 +358,7 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
 // mean((input - target)^2). Shapes must match exactly: torch broadcasts them with a warning,
 // which is almost always a bug ((N, 1) against (N) gives an (N, N) loss), so xgrad throws.
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  if (autocast::wants_fp32(input, target)) return std::apply(mse_loss, autocast::to_fp32(input, target));
   profiler::RecordFunction rec("mse_loss");
   check_same_dtype("mse_loss", "input/target", input, target);
   if (input.shape() != target.shape())
