@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "xgrad/autocast.h"
 #include "xgrad/autograd.h"
 #include "xgrad/error.h"
 #include "xgrad/ops.h"
@@ -117,6 +118,17 @@ class RngFork {
   std::vector<std::vector<uint8_t>> now_;
 };
 
+// The autocast state fn ran under in the forward, which the rerun in backward (outside the
+// forward's guard) runs under again, so that it records the same casts and ops.
+struct AutocastState {
+  bool enabled;
+  DType dtype;
+  bool cache_enabled;
+  static AutocastState now() {
+    return {autocast::is_enabled(), autocast::get_dtype(), autocast::is_cache_enabled()};
+  }
+};
+
 // What the output nodes leave for the recomputing node: the gradient of each output (undefined
 // for an output the pass did not reach, or one not checkpointed).
 struct PendingGrads {
@@ -129,6 +141,7 @@ struct Recompute {
   CheckpointFn fn;
   std::vector<Tensor> inputs;
   RngStates rng;
+  AutocastState autocast_state;
   std::vector<bool> checkpointed;
   std::vector<Target> targets;
   std::size_t nodes = 0;  // in fn's graph
@@ -151,6 +164,7 @@ struct Recompute {
     std::vector<Tensor> outputs;
     {
       RngFork fork(rng);
+      autocast guard(autocast_state.dtype, autocast_state.enabled, autocast_state.cache_enabled);
       outputs = record_fn(fn, inputs, &bracket);
     }
     if (outputs.size() != checkpointed.size())
@@ -214,7 +228,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   auto recompute = detail::new_node("CheckpointBackward");
   auto pending = std::make_shared<PendingGrads>();
   pending->douts.resize(outputs.size());
-  Recompute r{fn, inputs, std::move(rng), checkpointed, {}, 0, pending};
+  Recompute r{fn, inputs, std::move(rng), AutocastState::now(), checkpointed, {}, 0, pending};
   for (const Crossing& c : crossings(outputs, bracket, &r.nodes)) {
     recompute->next.push_back(c.edge());
     r.targets.push_back(target_of(c.edge()));

@@ -12,29 +12,34 @@
 namespace xgrad_examples {
 namespace {
 
-// Floats alive at the peak of a step (the end of the forward pass and the start of backward),
-// fitted to xgrad::memory_stats() peaks of tiny to small GPTs with dropout (test_memory.cpp:
-// the estimate is 1.2 to 1.7 times the measured peak there): per token and layer, x emb_dim
-// (layer norms, q/k/v, attention output, the 4 x emb feed-forward, dropout masks, residuals);
-// per attention score and layer; per token, x vocabulary (logits, softmax, gradient); per
-// token, x emb_dim outside the blocks (embeddings, final norm, their gradients, workspace).
-constexpr double kPerTokenPerLayer = 20;  // x emb_dim
-constexpr double kPerScorePerLayer =
-    1.5;                               // x n_heads x T x T: the fused attention's scores and probabilities
-constexpr double kPerTokenLogits = 4;  // x vocab: logits, softmax saved, their gradient, copy
-constexpr double kPerTokenEmbed = 20;  // x emb_dim: embeddings, final norm, their gradients, workspace
+// Floats alive at the peak of a step (the end of the forward pass and the start of backward):
+// per token and layer, x emb_dim (layer norms, q/k/v, attention output, the 4 x emb
+// feed-forward, dropout masks, residuals); per attention score and layer (the fused attention
+// keeps the causal half of its probabilities and a bit mask of its dropout, and draws a byte
+// mask while it runs); per token, x vocabulary (the logits, which cross_entropy keeps, and
+// their gradient); per token, x emb_dim outside the blocks (embeddings, final norm, their
+// gradients, workspace). Fitted to two scales at once: the estimate bounds the
+// xgrad::memory_stats() peaks of the tiny to small GPTs of tests/train/test_memory.cpp (where
+// per-op workspace weighs more), and lands a few percent above the peak RSS of the gpt2 preset
+// (124M parameters, batch 8 x 1024) with and without activation checkpointing, the
+// vocabulary-sized logits and the attention scores dominating there.
+constexpr double kPerTokenPerLayer = 16.5;  // x emb_dim
+constexpr double kPerScorePerLayer = 0.6;   // x n_heads x T x T
+constexpr double kPerTokenLogits = 2;       // x vocab: the logits and their gradient
+constexpr double kPerTokenEmbed = 20;       // x emb_dim: embeddings, final norm, their gradients, workspace
 
-// The same, in bytes, for a step whose forward pass runs under autocast (--dtype bf16). Per
-// token and layer a GPT block keeps (x emb_dim): its input and the residual (float32), the
-// bfloat16 casts its linears read, q/k/v cast back to float32 for the fused attention, the
-// feed-forward's 4 x emb_dim hidden and GELU outputs in bfloat16, the dropout masks; per token
-// x vocabulary the bfloat16 logits, their float32 cast and gradients.
+// The same, in bytes, for a step whose forward pass runs under autocast (--dtype bf16), fitted
+// the same way. Per token and layer a GPT block keeps more than in float32 (x emb_dim): its
+// input and the residual (float32), the bfloat16 casts its linears read, q/k/v cast back to
+// float32 for the fused attention, the feed-forward's 4 x emb_dim hidden and GELU outputs in
+// bfloat16, the dropout masks; per token x vocabulary less: the bfloat16 logits, their float32
+// cast for the loss and the gradients, not all alive at once.
 struct BytesPer {
   double token_layer, token_logits, token_embed, score_layer;
 };
 constexpr BytesPer kFloat32Bytes{4 * kPerTokenPerLayer, 4 * kPerTokenLogits, 4 * kPerTokenEmbed,
                                  4 * kPerScorePerLayer};
-constexpr BytesPer kBFloat16Bytes{56, 14, 80, 4 * kPerScorePerLayer};
+constexpr BytesPer kBFloat16Bytes{92, 6.5, 80, 4 * kPerScorePerLayer};
 
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);

@@ -44,6 +44,7 @@ struct Block {
 // Two blocks on h = 2 x0, h also used after them; each block optionally checkpointed.
 struct TwoBlocks {
   DType dtype;
+  bool under_autocast = false;  // the forward under autocast(kBFloat16), backward outside it
   Tensor x0, r1, r2;
   Block a, b;
   explicit TwoBlocks(DType dt)
@@ -65,6 +66,7 @@ struct TwoBlocks {
   // The loss, with the blocks run through checkpoint or not, the dropout masks drawn from seed.
   Tensor loss(bool checkpointed, uint64_t seed) const {
     manual_seed(seed);
+    autocast guard(kBFloat16, under_autocast);
     Tensor h = x0 * 2.0;
     auto run = [&](const Block& blk, const Tensor& in) {
       return checkpointed ? checkpoint([&blk](const Tensor& t) { return blk(t); }, in) : blk(in);
@@ -101,6 +103,21 @@ TEST(Checkpoint, MlpBlocksWithDropoutGiveTheSameGradientBitsFloat32) {
 TEST(Checkpoint, MlpBlocksWithDropoutGiveTheSameGradientBitsFloat64) {
   manual_seed(2);
   expect_same_as_without(TwoBlocks(kFloat64));
+}
+
+// The rerun in backward runs under the autocast state of the forward (torch's checkpoint
+// restores it too): the same casts, the same bfloat16 products, the same bits.
+TEST(Checkpoint, TheRerunRunsUnderTheForwardsAutocast) {
+  manual_seed(4);
+  TwoBlocks m(kFloat32);
+  m.under_autocast = true;
+  {
+    autocast guard(kBFloat16);
+    EXPECT_EQ(m.a(m.x0).dtype(), kFloat32);  // x + bf16 linear output: promoted
+    EXPECT_EQ(linear(m.x0, m.a.W1, m.a.b1).dtype(), kBFloat16);
+  }
+  expect_same_as_without(m);
+  for (const Tensor& l : m.leaves()) EXPECT_EQ(l.grad().dtype(), kFloat32);
 }
 
 TEST(Checkpoint, TheRerunDrawsTheForwardsMasks) {

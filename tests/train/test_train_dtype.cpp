@@ -81,4 +81,29 @@ TEST(TrainLmDtype, Bf16TrainsFloat32WeightsCloseToTheFloat32Run) {
   spdlog::set_level(spdlog::level::info);
 }
 
+// --dtype bf16 with --activation-checkpointing: the blocks' reruns in backward run under the
+// forward's autocast, so the run takes the same steps, bit for bit, as without checkpointing.
+TEST(TrainLmDtype, Bf16WithActivationCheckpointingTakesTheSameSteps) {
+  spdlog::set_level(spdlog::level::warn);
+  TempDir tmp;
+  const std::string text = train_test::ishmael_corpus();
+  TrainOptions plain_o = options(tmp / "plain", "bf16"), ck_o = options(tmp / "ck", "bf16");
+  plain_o.steps = ck_o.steps = 5;
+  plain_o.model.drop_rate = ck_o.model.drop_rate = 0.1;
+  ck_o.model.activation_checkpointing = true;
+  Trainer plain(plain_o, make_corpus(text, 16, "text"));
+  const TrainResult a = plain.train();
+  Trainer ck(ck_o, make_corpus(text, 16, "text"));
+  const TrainResult b = ck.train();
+  ASSERT_EQ(a.history.size(), 5u);
+  ASSERT_EQ(b.history.size(), 5u);
+  for (std::size_t i = 0; i < a.history.size(); ++i)
+    EXPECT_EQ(a.history[i].train_loss, b.history[i].train_loss) << i;
+  const auto pa = plain.model().named_parameters(), pb = ck.model().named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].second.to_vector<float>(), pb[i].second.to_vector<float>()) << pa[i].first;
+  spdlog::set_level(spdlog::level::info);
+}
+
 }  // namespace

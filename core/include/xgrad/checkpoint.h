@@ -14,7 +14,8 @@
 // boundary. That inner graph is then dropped (and with it every tensor it saved), and fn's
 // outputs get one node, CheckpointBackward, whose edges are the boundary, one per crossing
 // edge. Its backward restores the random state fn started with (the default generator's and
-// each of options.generators'), runs fn again with grad mode on, cuts the rerun's crossing
+// each of options.generators'), runs fn again with grad mode on and under the autocast state
+// fn ran under (xgrad/autocast.h), cuts the rerun's crossing
 // edges onto stand-in leaves, and runs a nested pass (autograd::grad) from fn's outputs to
 // them; it then hands each crossing its gradient, in the order the inner nodes would have,
 // so a gradient is summed in the same order as without the checkpoint and comes out with the
