@@ -29,17 +29,19 @@ constexpr double kPerTokenLogits = 2;       // x vocab: the logits and their gra
 constexpr double kPerTokenEmbed = 20;       // x emb_dim: embeddings, final norm, their gradients, workspace
 
 // The same, in bytes, for a step whose forward pass runs under autocast (--dtype bf16), fitted
-// the same way. Per token and layer a GPT block keeps more than in float32 (x emb_dim): its
+// the same way. Per token and layer a GPT block keeps less than in float32 (x emb_dim): its
 // input and the residual (float32), the bfloat16 casts its linears read, q/k/v cast back to
 // float32 for the fused attention, the feed-forward's 4 x emb_dim hidden and GELU outputs in
-// bfloat16, the dropout masks; per token x vocabulary less: the bfloat16 logits, their float32
-// cast for the loss and the gradients, not all alive at once.
+// bfloat16, the dropout masks. Per token x vocabulary more: the bfloat16 logits, their float32
+// cast for the loss and its gradient, the gradient rounded to bfloat16, and the output
+// layer's backward GEMMs, which on the widened path (gemm_bf16_kernel.h) copy their bfloat16
+// operands to float32 whole and write a float32 product.
 struct BytesPer {
   double token_layer, token_logits, token_embed, score_layer;
 };
 constexpr BytesPer kFloat32Bytes{4 * kPerTokenPerLayer, 4 * kPerTokenLogits, 4 * kPerTokenEmbed,
                                  4 * kPerScorePerLayer};
-constexpr BytesPer kBFloat16Bytes{92, 6.5, 80, 4 * kPerScorePerLayer};
+constexpr BytesPer kBFloat16Bytes{47, 14.7, 80, 4 * kPerScorePerLayer};
 
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);
