@@ -12,19 +12,16 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/fixture_reader.h"
-#include "error_message.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
 namespace {
 
-using testing::expect_error;
 using testing::Fixture;
 using testing::read_fixture;
 
@@ -279,20 +276,6 @@ TEST(BFloat16, ToRecordsItsGradient) {
   (y.to(kFloat32) * tensor({1.0, 2.0, 3.0})).sum().backward();
   EXPECT_EQ(x.grad().dtype(), kFloat32);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
-}
-
-// Ops without a bfloat16 path throw naming themselves and the dtype (the ops that compute on
-// bfloat16 are tested in test_bf16_ops.cpp, with more of the refused ones).
-TEST(BFloat16, OpsWithoutABFloat16PathRefuseIt) {
-  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
-      {"arange", [&] { (void)arange(0.0, 4.0, 1.0, kBFloat16); }},
-      {"linspace", [&] { (void)linspace(0, 1, 5, kBFloat16); }},
-      {"randn", [&] { (void)randn({3}, nullptr, kBFloat16); }},
-  };
-  for (const auto& [op, fn] : cases) {
-    SCOPED_TRACE(op);
-    expect_error(fn, {op, "bfloat16"});
-  }
 }
 
 }  // namespace

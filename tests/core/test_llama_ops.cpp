@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "error_message.h"
 #include "fixture_reader.h"
 #include "xgrad/xgrad.h"
 
@@ -23,17 +24,6 @@ namespace xgrad::testing {
 namespace {
 
 using V = std::vector<Tensor>;
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an xgrad::Error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' in: " << what;
-  }
-}
 
 // The compositions the fused ops replace, from recorded primitive ops.
 Tensor rms_norm_composed(const Tensor& x, int64_t k, const Tensor& w, double eps) {
