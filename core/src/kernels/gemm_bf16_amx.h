@@ -84,7 +84,9 @@ inline bool amx_usable() {
   static const bool usable = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & bit_AMX_TILE) || !(d & bit_AMX_BF16)) return false;
+    // leaf 7's EDX bits (GCC's cpuid.h names them bit_AMX_BF16 and bit_AMX_TILE, clang's does not)
+    constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
+    if (!(d & kAmxTile) || !(d & kAmxBf16)) return false;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
