@@ -381,7 +381,7 @@ void zero_outside_triangle(const Tensor& t, int64_t diagonal, bool upper) {
         T* row = p + (b * R + i) * C;
         const int64_t lo = upper ? 0 : std::clamp<int64_t>(i + diagonal + 1, 0, C);
         const int64_t hi = upper ? std::clamp<int64_t>(i + diagonal, 0, C) : C;
-        for (int64_t j = lo; j < hi; ++j) row[j] = T(0);
+        for (int64_t j = lo; j < hi; ++j) row[j] = T{};
       }
   });
 }
