@@ -235,7 +235,7 @@ inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
     bf16* py = y.data_ptr<bf16>();
     return parallel_elems(y.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
       map_bf16_blocks(px + lo, py + lo, hi - lo, [](int64_t, const float* xf, float* yf, int64_t m) {
-        vec::map(xf, yf, m, [](auto v) { return 1.0f / (1.0f + vec::vexp(-v)); });
+        vec::map(xf, yf, m, [](auto v) { return vec::sigmoid<float>(v); });
       });
     });
   }
@@ -244,7 +244,7 @@ inline void sigmoid_forward(const Tensor& x, const Tensor& y) {
     const T* px = x.data_ptr<T>();
     T* py = y.data_ptr<T>();
     parallel_elems(y.numel(), kGrainMath, [&](int64_t lo, int64_t hi) {
-      vec::map(px + lo, py + lo, hi - lo, [](auto v) { return T(1) / (T(1) + vec::vexp(-v)); });
+      vec::map(px + lo, py + lo, hi - lo, [](auto v) { return vec::sigmoid<T>(v); });
     });
   });
 }
@@ -341,7 +341,7 @@ inline void silu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) {
       vec::map2(pdy + lo, px + lo, pdx + lo, hi - lo, [](auto d, auto v) {
         using V = decltype(v);
         const V one(T(1));
-        const V s = one / (one + vec::vexp(-v));
+        const V s = vec::sigmoid<T>(v);
         return d * s * (one + v * (one - s));
       });
     });

@@ -46,7 +46,7 @@ inline void silu_mul_backward(const Tensor& a, const Tensor& b, const Tensor& do
     auto step = [&](auto v, auto w, auto d, int64_t i, auto store) {
       using V = decltype(v);
       const V one(T(1));
-      const V s = one / (one + vec::vexp(-v));
+      const V s = vec::sigmoid<T>(v);
       if (pda) store(pda + i, d * w * s * (one + v * (one - s)));
       if (pdb) store(pdb + i, d * v * s);
     };

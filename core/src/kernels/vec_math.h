@@ -311,6 +311,13 @@ inline V gelu_erf_grad(V v) {
   return cdf + v * pdf;
 }
 
+// The logistic sigmoid s = 1 / (1 + exp(-x)): sigmoid itself, and the s in silu's and
+// SwiGLU's gradients.
+template <class T, class V>
+inline V sigmoid(V v) {
+  return T(1) / (T(1) + vexp(-v));
+}
+
 // ---- layer_norm rows (reference: llm.c layernorm_forward / layernorm_backward; torch's
 // layer_norm_kernel: biased variance, rstd = 1 / sqrt(var + eps) in double).
 // One row alone is a chain of latencies (sum, mean, subtract, dot, rstd, scale), so rows go
