@@ -195,12 +195,20 @@ struct Recompute {
         ++w;
       }
     }
+    // The pass reads a root's graph, shape and dtype, never its values (the forward's outputs
+    // hold those): each root is a stand-in over a single zero that carries the rerun output's
+    // node, so the rerun's outputs are released before the pass (unless a node of fn's graph
+    // saved one), as fn's output is once its consumers have run without the checkpoint.
     std::vector<Tensor> roots, root_grads;
     for (std::size_t j = 0; j < outputs.size(); ++j)
       if (checkpointed[j] && douts[j].defined() && bracket.inside(outputs[j])) {
-        roots.push_back(outputs[j]);
-        root_grads.push_back(douts[j]);
+        Tensor root = zeros({}, outputs[j].dtype()).expand(outputs[j].shape()).detach();
+        root.impl()->grad_fn = outputs[j].grad_fn();
+        roots.push_back(std::move(root));
+        root_grads.push_back(std::move(douts[j]));
       }
+    outputs.clear();
+    douts.clear();
     if (roots.empty()) return;
     std::vector<Tensor> g = autograd::grad(roots, stand_ins, root_grads, {.allow_unused = true});
     // moved: a gradient held only here becomes a leaf's .grad without a copy

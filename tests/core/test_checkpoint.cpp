@@ -3,7 +3,8 @@
 // blocks with dropout whose weights fn uses without receiving them, with an input also used
 // outside the blocks, several inputs and outputs, hooks, autograd::grad, retain_graph and a
 // Generator of one's own; that the forward keeps fn's activations no longer (the bytes held
-// between forward and backward); and the errors. The GPT's blocks are tested in
+// between forward and backward) and the backward's rerun no more than fn's own backward needs;
+// and the errors. The GPT's blocks are tested in
 // tests/nn/test_gpt_checkpointing.cpp.
 #include <gtest/gtest.h>
 
@@ -264,6 +265,40 @@ TEST(Checkpoint, TheForwardKeepsOnlyInputsAndOutputs) {
   const int64_t per_block_io = 2 * 64 * 64 * 4;
   EXPECT_GT(plain, 4 * 4 * per_block_io);
   EXPECT_LE(ck, 4 * per_block_io + 4096);
+  EXPECT_EQ(g_ck, g_plain);
+}
+
+// The bytes alive when the backward reaches fn's output (a hook registered inside fn), with
+// fn's output used by the loss only through a product that has already run by then.
+int64_t bytes_when_the_backward_reaches_fn(bool checkpointed, std::vector<uint64_t>* grads) {
+  manual_seed(15);
+  const int64_t n = int64_t{1} << 18;  // 1 MiB of float32 each
+  Tensor a = randn({n}).requires_grad_(), b = randn({n}).requires_grad_();
+  const Tensor x = randn({n}), r = randn({n});
+  int64_t live = -1;
+  auto fn = [&](const Tensor& t) {
+    Tensor y = t * a + t * b;  // the sum saves nothing, so y is released once y * r has run
+    y.register_hook([&live](const Tensor&) { live = memory_stats().current_bytes; });
+    return y;
+  };
+  Tensor loss = ((checkpointed ? checkpoint(fn, x) : fn(x)) * r).sum();
+  loss.backward();
+  for (const Tensor& p : {a, b}) {
+    std::vector<uint64_t> g = bits(p.grad());
+    grads->insert(grads->end(), g.begin(), g.end());
+  }
+  return live;
+}
+
+TEST(Checkpoint, TheRerunsOutputIsReleasedBeforeItsBackward) {
+  std::vector<uint64_t> g_plain, g_ck;
+  const int64_t plain = bytes_when_the_backward_reaches_fn(false, &g_plain);
+  const int64_t ck = bytes_when_the_backward_reaches_fn(true, &g_ck);
+  ASSERT_GT(plain, 0);
+  ASSERT_GT(ck, 0);
+  // the rerun recomputes fn's output (1 MiB) for its graph only: no more is alive than without
+  // the checkpoint, but for the stand-ins' single floats
+  EXPECT_LE(ck, plain + 4096);
   EXPECT_EQ(g_ck, g_plain);
 }
 
