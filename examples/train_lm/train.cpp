@@ -67,6 +67,11 @@ Trainer::Trainer(TrainOptions o, Corpus corpus)
 
 // ---------------------------------------------------------------- save and resume
 fs::path Trainer::save() {
+  // The save copies the optimizer's state (AdamW's moments, 8 bytes a parameter) into blocks
+  // of the parameters' sizes, which the blocks the step freed (kept by the allocator for the
+  // next step, xgrad/tensor.h) cannot serve: those go back to the system first, so the copies
+  // do not stack on top of them. The next step takes its blocks from the system again.
+  xgrad::empty_cache();
   const bool llama = o_.arch == "llama";  // a GPT's file has no "arch"
   io::Metadata model_meta = {{"producer", kFormat.name},
                              {"config", (llama ? to_json(llama_config(o_)) : to_json(o_.model)).dump()},
