@@ -1,6 +1,7 @@
 // tests/train/test_memory.cpp: the memory estimate of examples/train_lm/memory.h against what
 // xgrad really allocates (memory_stats' peak over two training steps, float32 and --dtype bf16), the
-// parameter count against the model's, and the refusal message of a configuration that cannot fit.
+// parameter count against the model's, the allocator's cache at a checkpoint save, and the
+// refusal message of a configuration that cannot fit.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -80,6 +81,28 @@ TEST(Memory, EstimateBoundsTheMeasuredPeak) {
     EXPECT_LE(e.total_bytes(), 2.0 * measured) << what;
     std::cout << what << "\n";
   }
+  spdlog::set_level(spdlog::level::info);
+}
+
+TEST(Memory, ACheckpointSaveStartsFromAnEmptyAllocatorCache) {
+  spdlog::set_level(spdlog::level::warn);
+  TempDir tmp;
+  TrainOptions o;
+  o.model = {.vocab_size = 0, .context_length = 64, .emb_dim = 64, .n_heads = 4, .n_layers = 2};
+  o.batch_size = 16;
+  o.steps = 2;
+  o.warmup = 1;
+  o.eval_interval = 2;  // evaluated and saved after the last step, and nothing after that
+  o.eval_iters = 1;
+  o.sample_length = 0;
+  o.checkpoint_dir = (tmp / "ck").string();
+  Trainer t(o, make_corpus(generated_text(), o.model.context_length, "generated"));
+  ASSERT_TRUE(t.train().last_checkpoint.has_value());
+  // The cache holds the blocks the save freed (its copies of AdamW's moments, 8 bytes a
+  // parameter, in size classes up to a quarter larger, and the steps' 0-d tensors) and none
+  // of the steps' activation blocks, which are several times larger here.
+  const double copies = 8.0 * double(t.model().num_parameters());
+  EXPECT_LE(double(xgrad::cached_bytes()), 1.25 * copies + 65536);
   spdlog::set_level(spdlog::level::info);
 }
 
