@@ -15,13 +15,14 @@
 // outputs get one node, CheckpointBackward, whose edges are the boundary, one per crossing
 // edge. Its backward restores the random state fn started with (the default generator's and
 // each of options.generators'), runs fn again with grad mode on and under the autocast state
-// fn ran under (xgrad/autocast.h), cuts the rerun's crossing
-// edges onto stand-in leaves, and runs a nested pass (autograd::grad) from fn's outputs to
-// them; it then hands each crossing its gradient, in the order the inner nodes would have,
-// so a gradient is summed in the same order as without the checkpoint and comes out with the
-// same bits (dropout draws the same masks, every op runs on the same values). The one order
-// it cannot see is inside a node: an op whose backward hands two of its inputs that are the
-// same tensor (x * x) their gradients in reverse input order may round differently.
+// fn ran under (xgrad/autocast.h), cuts the rerun's crossing edges onto stand-in leaves, and
+// runs a nested pass (autograd::grad) from the rerun's outputs (their nodes only: their
+// values, the forward's, are released first) to them; it then hands each crossing its
+// gradient, in the order the inner nodes would have, so a gradient is summed in the same
+// order as without the checkpoint and comes out with the same bits (dropout draws the same
+// masks, every op runs on the same values). The one order it cannot see is inside a node: an
+// op whose backward hands two of its inputs that are the same tensor (x * x) their gradients
+// in reverse input order may round differently.
 //
 // Contract:
 // - fn is called twice (forward and backward) and must compute the same graph from the same
