@@ -15,8 +15,9 @@
 // into one output. Either way every output element comes from one GEMM call, as serially.
 //
 // bfloat16 (both operands bfloat16, as torch requires; a bias too): the GEMMs take the bf16
-// operands and accumulate into a float32 copy of the output (blas::gemm_bf16), which is rounded
-// to bfloat16 once; the gradients likewise, and linear's bias gradient is summed from dout's
+// operands, accumulate in float32 and round each element of the output to bfloat16 once
+// (blas::gemm_bf16, a block at a time; through a float32 copy of the output only where several
+// GEMMs sum into it); the gradients likewise, and linear's bias gradient is summed from dout's
 // float32 copy, then rounded.
 //
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
@@ -104,6 +105,13 @@ const TI* operand(const Tensor& t) {
   else return t.data_ptr<TI>();
 }
 
+// The output's elements: T, or a bfloat16 tensor's bits (TO = uint16_t).
+template <class TO>
+TO* output(const Tensor& t) {
+  if constexpr (std::is_same_v<TO, uint16_t>) return static_cast<uint16_t*>(t.raw_data_ptr());
+  else return t.data_ptr<TO>();
+}
+
 // C = op(A) @ op(B) + beta * C (or + bias), with op(A)'s row sums where sums is given: the
 // float32 / float64 GEMM, or the bfloat16 one (float32 C; no row sums: sums is null).
 template <class T>
@@ -113,6 +121,13 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
 }
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
           const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
+          float* /*sums: null*/) {
+  blas::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
+}
+// ... and with a bfloat16 C, each element rounded once from its float32 value (beta reading C
+// widened), a block of C at a time
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+          const uint16_t* b, int64_t ldb, float beta, uint16_t* c, int64_t ldc, const float* bias,
           float* /*sums: null*/) {
   blas::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
 }
@@ -133,9 +148,9 @@ constexpr int64_t kSmallFoldDim = 64;
 // dY once for both); returns whether it did (if not, a_sums is not written).
 // One bmm_into call as its three strategies see it: the operands (a and b replaced by dense
 // copies where a strategy needs them, with their batch strides), the sizes and the pointers.
-// T is C's element type (float32 or float64), TI the operands' (T, or uint16_t: bfloat16 bits,
-// with C in float32).
-template <class T, class TI = T>
+// T is the GEMM's arithmetic type (float32 or float64), TI the operands' (T, or uint16_t:
+// bfloat16 bits, with T float32), TO C's (T, or uint16_t: a bfloat16 C the GEMM rounds).
+template <class T, class TI = T, class TO = T>
 struct BatchedGemm {
   const Tensor& out;
   Tensor a, b;
@@ -144,15 +159,15 @@ struct BatchedGemm {
   int64_t M, K, N, bn;
   bool reduced;  // out is broadcast along a batch dim: products summed into it
   T beta;
-  T* po;
+  TO* po;
   const T* pbias;
   T* psums;
 };
 
 // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM.
 // Returns whether it ran.
-template <class T, class TI>
-bool gemm_rows_fold(BatchedGemm<T, TI>& g) {
+template <class T, class TI, class TO>
+bool gemm_rows_fold(BatchedGemm<T, TI, TO>& g) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && !g.reduced && all_broadcast(batch, g.sb))) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -181,8 +196,8 @@ bool gemm_rows_fold(BatchedGemm<T, TI>& g) {
 
 // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM.
 // Returns whether it ran; sets summed when it also wrote a's row sums.
-template <class T, class TI>
-bool gemm_inner_fold(BatchedGemm<T, TI>& g, bool& summed) {
+template <class T, class TI, class TO>
+bool gemm_inner_fold(BatchedGemm<T, TI, TO>& g, bool& summed) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && all_broadcast(batch, g.so) && !g.pbias)) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -217,8 +232,8 @@ bool gemm_inner_fold(BatchedGemm<T, TI>& g, bool& summed) {
 
 // 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices.
 // Returns whether it wrote a's row sums.
-template <class T, class TI>
-bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
+template <class T, class TI, class TO>
+bool gemm_per_matrix(BatchedGemm<T, TI, TO>& g) {
   const Shape& batch = g.batch;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
   MatLayout la = layout_of(g.a), lb = layout_of(g.b);
@@ -237,7 +252,7 @@ bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
     fail("matmul", "internal error: output of shape ", g.out.shape(), " is not row-major");
   const TI* pa = operand<TI>(g.a);
   const TI* pb = operand<TI>(g.b);
-  T* po = g.po;
+  TO* po = g.po;
   const T* pbias = g.pbias;
   T* psums = bn != 1 ? nullptr : g.psums;  // one GEMM only sums the whole of a
   const T beta = g.beta;
@@ -261,34 +276,41 @@ bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
   return psums != nullptr;
 }
 
-// bmm_into's GEMMs once out is set up (see below): T is out's element type, TI a's and b's.
-template <class T, class TI>
+// bmm_into's GEMMs once out is set up (see below): T is the GEMM's arithmetic type, TI a's and
+// b's element type, TO out's. With once, only where each element of out comes from one GEMM
+// call (not a sum over several: out reduced over batch dims that do not fold into one GEMM);
+// returns whether it ran then, else whether it wrote a's row sums.
+template <class T, class TI, class TO = T>
 bool run_gemms(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch, bool accumulate,
-               bool reduced, const Tensor& bias, const Tensor& a_sums) {
-  BatchedGemm<T, TI> g{out,
-                       a,
-                       b,
-                       batch,
-                       batch_strides(out, batch),
-                       batch_strides(a, batch),
-                       batch_strides(b, batch),
-                       a.size(-2),
-                       a.size(-1),
-                       b.size(-1),
-                       numel_of(batch),
-                       reduced,
-                       accumulate ? T(1) : T(0),
-                       out.data_ptr<T>(),
-                       bias.defined() ? bias.data_ptr<T>() : nullptr,
-                       a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
-  if (gemm_rows_fold(g)) return false;
+               bool reduced, const Tensor& bias, const Tensor& a_sums, bool once = false) {
+  BatchedGemm<T, TI, TO> g{out,
+                           a,
+                           b,
+                           batch,
+                           batch_strides(out, batch),
+                           batch_strides(a, batch),
+                           batch_strides(b, batch),
+                           a.size(-2),
+                           a.size(-1),
+                           b.size(-1),
+                           numel_of(batch),
+                           reduced,
+                           accumulate ? T(1) : T(0),
+                           output<TO>(out),
+                           bias.defined() ? bias.data_ptr<T>() : nullptr,
+                           a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
+  if (gemm_rows_fold(g)) return once;
   bool summed = false;
-  if (gemm_inner_fold(g, summed)) return summed;
-  return gemm_per_matrix(g);
+  if (gemm_inner_fold(g, summed)) return once || summed;
+  if (once && reduced) return false;
+  const bool per_matrix_summed = gemm_per_matrix(g);
+  return once || per_matrix_summed;
 }
 
-// bfloat16 operands: the products accumulate in a float32 copy of out (of out's contents when
-// accumulating), with a float32 copy of the bias, and out is rounded once from it at the end.
+// bfloat16 operands: each element of out is its float32 sum (of out's contents too when
+// accumulating), with a float32 copy of the bias, rounded to bfloat16 once. Where one GEMM call
+// gives the element, that GEMM rounds it (a float32 block at a time); where products of
+// several are summed into it, they accumulate in a float32 copy of out, rounded at the end.
 // a_sums is not used (the caller sums the bias gradient itself).
 bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
               const Tensor& bias = Tensor(), const Tensor& a_sums = Tensor()) {
@@ -307,9 +329,11 @@ bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
   }
   if (K == 0 || bn == 0) return false;
   if (out.dtype() == kBFloat16) {
+    const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+    if (run_gemms<float, uint16_t, uint16_t>(out, a, b, batch, accumulate, reduced, bias32, Tensor(), true))
+      return false;
     Tensor out32 = empty(out.shape(), kFloat32);
     if (accumulate) kernels::copy_into(out32, out);
-    const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
     run_gemms<float, uint16_t>(out32, a, b, batch, accumulate, reduced, bias32, Tensor());
     kernels::copy_into(out, out32);  // rounded to nearest even, once
     return false;
