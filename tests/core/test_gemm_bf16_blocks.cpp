@@ -252,6 +252,7 @@ TEST(GemmBf16BlocksOps, MatmulAndLinearAreTheFloat32OpsRoundedOnce) {
     EXPECT_EQ(first_difference(bits(y), bits(y32.to(kBFloat16))), "") << "linear" << at;
     EXPECT_EQ(first_difference(bits(xb.grad()), bits(x32.grad().to(kBFloat16))), "") << "dx" << at;
     EXPECT_EQ(first_difference(bits(wb.grad()), bits(w32.grad().to(kBFloat16))), "") << "dW" << at;
+    EXPECT_EQ(first_difference(bits(bb.grad()), bits(b32.grad().to(kBFloat16))), "") << "db" << at;
     EXPECT_EQ(first_difference(bits(matmul(x, m2)), bits(mm32)), "") << "matmul" << at;
     EXPECT_EQ(first_difference(bits(matmul(x.transpose(1, 2), x)), bits(mt32)), "") << "batched A^T A" << at;
   }

@@ -32,7 +32,9 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
+#include "bf16_kernel.h"
 #include "blas.h"
 #include "kernels.h"
 #include "xgrad/autocast.h"
@@ -464,10 +466,26 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 namespace {
 // db = dout summed over every dim but the last, accumulated in double: the row sums of dout^T,
 // the same kernel (and bits) as the sums the weight gradient's GEMM takes beside it.
-// A bfloat16 dout is summed from its float32 copy and the sums rounded to bfloat16 once.
+// A bfloat16 dout is summed from its widened values (exact) the same way, without a float32
+// copy, and each sum is rounded to float32, then to bfloat16 (as the float32 sums of its
+// float32 copy would be).
 Tensor bias_grad(const Tensor& dout, int64_t features) {
-  if (dout.dtype() == kBFloat16) return bias_grad(dout.detach().to(kFloat32), features).to(kBFloat16);
   Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
+  if (dout.dtype() == kBFloat16) {
+    Tensor db = empty({features}, kBFloat16);
+    const int64_t rows = features == 0 ? 0 : d.numel() / features;
+    const uint16_t* pd = static_cast<const uint16_t*>(d.raw_data_ptr());
+    uint16_t* pdb = static_cast<uint16_t*>(db.raw_data_ptr());
+    parallel_for(0, features, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)),
+                 [&](int64_t i0, int64_t i1) {
+                   std::vector<double> acc(static_cast<std::size_t>(i1 - i0), 0.0);
+                   for (int64_t r = 0; r < rows; ++r)  // rows in order, as blas::row_sums
+                     for (int64_t i = i0; i < i1; ++i)
+                       acc[i - i0] += double(kernels::bf16_to_float(pd[r * features + i]));
+                   for (int64_t i = i0; i < i1; ++i) pdb[i] = kernels::float_to_bf16(float(acc[i - i0]));
+                 });
+    return db;
+  }
   Tensor db = empty({features}, dout.dtype());
   const int64_t rows = features == 0 ? 0 : d.numel() / features;
   kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
