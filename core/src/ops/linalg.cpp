@@ -18,7 +18,7 @@
 // operands, accumulate in float32 and round each element of the output to bfloat16 once
 // (blas::gemm_bf16, a block at a time; through a float32 copy of the output only where several
 // GEMMs sum into it); the gradients likewise, and linear's bias gradient is summed from dout's
-// float32 copy, then rounded.
+// widened values, then rounded.
 //
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
 // them (backward with create_graph): then they compute the same products with matmul itself,
