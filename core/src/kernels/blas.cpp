@@ -10,6 +10,7 @@
 #include "blas.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -53,9 +54,13 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   gemm_impl<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, a_row_sums);
 }
 
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
-               const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
-               Bf16Path path) {
+namespace {
+
+std::atomic<int64_t> bf16_block_elements{gemm_bf16_kernel::kBlockElements};
+
+// The checks of both gemm_bf16 forms; returns the path to run (Build resolved).
+Bf16Path check_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                    Bf16Path path) {
   if (m < 0 || n < 0 || k < 0) fail("gemm_bf16", "negative size (m, n, k) = (", m, ", ", n, ", ", k, ")");
   const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
   if (lda < std::max<int64_t>(a_cols, 1) || ldb < std::max<int64_t>(b_cols, 1) ||
@@ -67,14 +72,13 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     fail("gemm_bf16", "the vdpbf16ps path needs a build for AVX512_BF16 (this one is ", simd_level(), ")");
   if (path == Bf16Path::Amx && !gemm_bf16_amx::amx_usable())
     fail("gemm_bf16", "the AMX path needs a CPU with AMX-BF16 and the tile state granted by the kernel");
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // C = beta * C, or the bias
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = bias ? bias[j] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    return;
-  }
-  const bool threaded = gemm_splits(m, n, k);
+  return path;
+}
+
+// C (float32) on `path` (not Build; k > 0).
+void run_bf16(Bf16Path path, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+              const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+              int64_t ldc, const float* bias, bool threaded) {
   switch (path) {
     case Bf16Path::Dpbf16:
 #if XGRAD_BF16_AVX512
@@ -93,8 +97,68 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
       gemm_bf16_amx::gemm_portable(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc);
       return;
     default:
-      gemm_bf16_kernel::gemm_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded);
+      gemm_bf16_kernel::gemm_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded,
+                                     bf16_block_elements.load(std::memory_order_relaxed));
   }
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
+               Bf16Path path) {
+  path = check_bf16(ta, tb, m, n, k, lda, ldb, ldc, path);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta * C, or the bias
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = bias ? bias[j] : beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  run_bf16(path, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, gemm_splits(m, n, k));
+}
+
+// The widened path blocks the product itself; the others run per C block (every element of C
+// is one chain on each path, whatever the block, so the blocks have the bits of one call).
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+               const uint16_t* b, int64_t ldb, float beta, uint16_t* c, int64_t ldc, const float* bias,
+               Bf16Path path) {
+  namespace K = gemm_bf16_kernel;
+  path = check_bf16(ta, tb, m, n, k, lda, ldb, ldc, path);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta * C, or the bias, rounded
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        uint16_t& cij = c[i * ldc + j];
+        cij = kernels::float_to_bf16(bias           ? bias[j]
+                                     : beta == 0.0f ? 0.0f
+                                                    : beta * kernels::bf16_to_float(cij));
+      }
+    return;
+  }
+  const bool threaded = gemm_splits(m, n, k);
+  const int64_t budget = bf16_block_elements.load(std::memory_order_relaxed);
+  if (path == Bf16Path::Widened) {
+    K::gemm_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, threaded, budget);
+    return;
+  }
+  const K::Blocks bl = K::blocking(m, n, k, true, false, budget);
+  float* cw = gemm_kernel::scratch<float, 7>(bl.mb * bl.nb);
+  for (int64_t i0 = 0; i0 < m; i0 += bl.mb)
+    for (int64_t j0 = 0; j0 < n; j0 += bl.nb) {
+      const int64_t mc = std::min(bl.mb, m - i0), nc = std::min(bl.nb, n - j0);
+      uint16_t* cb = c + i0 * ldc + j0;
+      if (beta != 0.0f && !bias) K::widen(cb, mc, nc, ldc, cw, nc, threaded);
+      run_bf16(path, ta, tb, mc, nc, k, alpha, ta ? a + i0 : a + i0 * lda, lda, tb ? b + j0 * ldb : b + j0,
+               ldb, beta, cw, nc, bias ? bias + j0 : nullptr, threaded);
+      K::narrow(cw, mc, nc, nc, cb, ldc, threaded);
+    }
+}
+
+void set_bf16_block_elements(int64_t elements) {
+  bf16_block_elements.store(
+      elements <= 0 ? gemm_bf16_kernel::kBlockElements : std::max(elements, gemm_bf16_kernel::kWideKC),
+      std::memory_order_relaxed);
 }
 
 Bf16Path gemm_bf16_build_path() {
@@ -168,3 +232,12 @@ void xgrad::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   blas::gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
                   static_cast<blas::Bf16Path>(static_cast<int>(path)));
 }
+
+void xgrad::gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, uint16_t* c,
+                      int64_t ldc, const float* bias, Bf16GemmPath path) {
+  blas::gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
+                  static_cast<blas::Bf16Path>(static_cast<int>(path)));
+}
+
+void xgrad::set_bf16_gemm_block_elements(int64_t elements) { blas::set_bf16_block_elements(elements); }

@@ -39,6 +39,18 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                const float* bias = nullptr, Bf16Path path = Bf16Path::Build);
 
+// The same with a bfloat16 C (uint16_t bits): each element is the float32 value above (beta
+// reading C widened), rounded to bfloat16 once, to nearest even. C is computed a block at a
+// time through a float32 block (gemm_bf16_kernel.h: blocking), never a whole float32 copy.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, uint16_t* c, int64_t ldc,
+               const float* bias = nullptr, Bf16Path path = Bf16Path::Build);
+
+// The bound on gemm_bf16's blocks, in float32 values per block (a widened block of A or B; a
+// bfloat16 C's float32 block): 0 restores the default (gemm_bf16_kernel::kBlockElements);
+// values below the float32 GEMM's k panel count as it. The bits do not depend on it.
+void set_bf16_block_elements(int64_t elements);
+
 // The path gemm_bf16 runs for Bf16Path::Build (the ops' path): the environment's
 // XGRAD_BF16_GEMM (widened, dpbf16 or amx; read once, throws for a path this machine cannot
 // run), else Dpbf16 or Widened as the build decides (gemm_bf16_kernel.h). AMX is never the

@@ -16,7 +16,10 @@
 //   portable  vdpbf16ps's arithmetic in scalar code (dp_pair): the dpbf16 path's twin, the
 //             same bits element for element, on any CPU.
 //   widened   A and B widened to float32 (exact) and run through the float32 GEMM
-//             (gemm_kernel.h): its FMAs in k order, with its own rounding.
+//             (gemm_kernel.h): its FMAs in k order, with its own rounding; a block of each at
+//             a time (bounded memory), with the bits of widening them whole.
+// A bfloat16 C (the ops' result) is produced block by block through a float32 block, each
+// element rounded once from the float32 value the path computes (blas::gemm_bf16).
 //
 // The dpbf16 and portable paths compute every element of C by one chain (so the same bits at
 // any thread count, whatever the split, and whatever the tile's position):
@@ -35,6 +38,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "bf16_kernel.h"
 #include "gemm_kernel.h"
@@ -301,27 +305,141 @@ inline constexpr bool kBuildDpbf16 = false;
 
 // ---------------------------------------------------------------- widened
 
-// A (rows, cols) bf16 matrix with row stride ld, widened into out (dense, rows x cols).
-inline void widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, float* out, bool threaded) {
+// The widened path, and a bfloat16 C on any path, work a block at a time: a widened block of
+// op(A) or op(B), and the float32 block a bfloat16 C is produced through, each hold at most
+// `budget` float32 values (blas::gemm_bf16 passes kBlockElements: 16 MiB; at least kKC so that
+// every product has a blocking within it).
+inline constexpr int64_t kBlockElements = int64_t(1) << 22;
+inline constexpr int64_t kWideKC = gemm_kernel::Tile<float>::kKC;  // the float32 GEMM's k panel
+
+// C in blocks of mb x nb (the last ones ragged), k in chunks of kb: k itself, or a multiple of
+// the float32 GEMM's k panel (so a chunk's panels are panels of the whole product).
+struct Blocks {
+  int64_t mb, nb, kb;
+};
+
+// The blocking of an (m, n, k) product within `budget` values per block (C blocks only when
+// c_block; widened operand blocks only when widened, which alone may chunk k), chosen among
+// splits of m and n into 2^p near-equal parts for the fewest values widened or packed again:
+// op(A) is read once per column block (once in all where k is one chunk: its block is kept
+// across the column blocks), op(B) once per row block (once where it is a single block), and
+// each GEMM call counts as kCallElements values (its threads meet; its panels restart).
+inline Blocks blocking(int64_t m, int64_t n, int64_t k, bool c_block, bool widened, int64_t budget) {
+  constexpr double kCallElements = 1 << 16;
+  if ((!widened || (m * k <= budget && k * n <= budget)) && (!c_block || m * n <= budget)) return {m, n, k};
+  Blocks best{1, 1, widened ? std::min(k, budget / kWideKC * kWideKC) : k};  // fits any budget >= kKC
+  double best_cost = -1.0;
+  for (int64_t qm = 1;; qm *= 2) {
+    const int64_t mb = (m + qm - 1) / qm, mblocks = (m + mb - 1) / mb;
+    for (int64_t qn = 1;; qn *= 2) {
+      const int64_t nb = (n + qn - 1) / qn, nblocks = (n + nb - 1) / nb;
+      int64_t kb = k;
+      if (widened && (mb * k > budget || k * nb > budget))
+        kb = std::min(k, budget / std::max(mb, nb) / kWideKC * kWideKC);
+      if (kb > 0 && (!c_block || mb * nb <= budget)) {
+        const bool keep_a = widened && kb == k, keep_b = widened && kb == k && nblocks == 1;
+        const double cost = double(m * k) * double(keep_a ? 1 : nblocks) +
+                            double(k * n) * double(keep_b ? 1 : mblocks) +
+                            kCallElements * double(mblocks * nblocks * ((k + kb - 1) / kb));
+        if (best_cost < 0 || cost < best_cost) {
+          best = {mb, nb, kb};
+          best_cost = cost;
+        }
+      }
+      if (nb == 1) break;
+    }
+    if (mb == 1) break;
+  }
+  return best;
+}
+
+// A (rows, cols) bf16 matrix with row stride ld, widened into out (row stride ldo).
+inline void widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, float* out, int64_t ldo,
+                  bool threaded) {
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::bf16_to_float_n(x + r * ld, out + r * cols, cols);
+    for (int64_t r = r0; r < r1; ++r) kernels::bf16_to_float_n(x + r * ld, out + r * ldo, cols);
   };
   if (threaded) parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), run);
   else run(0, rows);
 }
 
-// op(A) @ op(B) on float32 copies of A and B (in the calling thread's scratch, slots the
-// float32 GEMM does not use), through the float32 GEMM (k > 0).
+// A (rows, cols) float32 matrix (row stride ld) rounded to bf16 into out (row stride ldo),
+// each element once, to nearest even (kernels::float_to_bf16).
+inline void narrow(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out, int64_t ldo,
+                   bool threaded) {
+  auto run = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kernels::float_to_bf16_n(x + r * ld, out + r * ldo, cols);
+  };
+  if (threaded) parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), run);
+  else run(0, rows);
+}
+
+// c(i, j) = c(i, j) + bias[j] on a (rows, cols) block: the float32 GEMM's last step with a bias.
+inline void add_bias(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = c[i * ldc + j] + bias[j];
+}
+
+// op(A) @ op(B) through the float32 GEMM (gemm_kernel.h) on float32 copies of blocks of A and
+// B (k > 0), in the calling thread's scratch (slots the float32 GEMM does not use). C is
+// float32 (TC = float) or bfloat16 (TC = uint16_t): then each C block is computed in a float32
+// block (C's contents widened into it when beta reads them) and rounded once.
+//
+// The same bits as one float32 GEMM on A and B widened whole (widening is exact), because
+// that GEMM computes every element of C by one chain that neither the element's position
+// nor the product's m and n change (gemm_kernel.h), so C's blocks can be computed apart; and
+// its chain runs k in panels of kKC, c = beta * c + alpha * acc after the first panel (alpha *
+// acc with a bias or beta 0), c = c + alpha * acc after each later one, then c = c + bias, so
+// chunks of k that are whole panels (kb a multiple of kKC) continue it exactly: the first
+// chunk with beta (0 with a bias) and no bias, the later ones with beta 1 (1 * c is c, exact),
+// and the bias added after the last chunk.
+template <class TC>
 inline void gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-                         int64_t lda, const uint16_t* b, int64_t ldb, float beta, const float* bias, float* c,
-                         int64_t ldc, bool threaded) {
-  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  float* aw = gemm_kernel::scratch<float, 5>(a_rows * a_cols);
-  float* bw = gemm_kernel::scratch<float, 6>(b_rows * b_cols);
-  widen(a, a_rows, a_cols, lda, aw, threaded);
-  widen(b, b_rows, b_cols, ldb, bw, threaded);
-  gemm_kernel::gemm<float>(ta, tb, m, n, k, alpha, aw, std::max<int64_t>(a_cols, 1), bw,
-                           std::max<int64_t>(b_cols, 1), beta, bias, c, ldc, threaded);
+                         int64_t lda, const uint16_t* b, int64_t ldb, float beta, const float* bias, TC* c,
+                         int64_t ldc, bool threaded, int64_t budget) {
+  constexpr bool bf16_c = std::is_same_v<TC, uint16_t>;
+  const Blocks bl = blocking(m, n, k, bf16_c, true, budget);
+  const bool chunked = bl.kb < k, one_column_block = bl.nb == n;
+  float* aw = gemm_kernel::scratch<float, 5>(bl.mb * bl.kb);
+  float* bw = gemm_kernel::scratch<float, 6>(bl.kb * bl.nb);
+  float* cw = bf16_c ? gemm_kernel::scratch<float, 7>(bl.mb * bl.nb) : nullptr;
+  for (int64_t i0 = 0; i0 < m; i0 += bl.mb) {
+    const int64_t mc = std::min(bl.mb, m - i0);
+    for (int64_t j0 = 0; j0 < n; j0 += bl.nb) {
+      const int64_t nc = std::min(bl.nb, n - j0);
+      const float* bias_j = bias ? bias + j0 : nullptr;
+      float* cb;  // C's block (i0, j0): C itself, or the float32 block of a bfloat16 C
+      int64_t ldcb;
+      if constexpr (bf16_c) {
+        cb = cw;
+        ldcb = nc;
+        if (beta != 0.0f && !bias) widen(c + i0 * ldc + j0, mc, nc, ldc, cb, ldcb, threaded);
+      } else {
+        cb = c + i0 * ldc + j0;
+        ldcb = ldc;
+      }
+      for (int64_t k0 = 0; k0 < k; k0 += bl.kb) {
+        const int64_t kc = std::min(bl.kb, k - k0);
+        // op(A)'s block (i0, k0) and op(B)'s (k0, j0), stored as A and B are (transposed or
+        // not); a block still in scratch from the previous call is not widened again
+        const int64_t ldaw = ta ? mc : kc, ldbw = tb ? kc : nc;
+        if (chunked || j0 == 0) {
+          if (ta) widen(a + k0 * lda + i0, kc, mc, lda, aw, ldaw, threaded);
+          else widen(a + i0 * lda + k0, mc, kc, lda, aw, ldaw, threaded);
+        }
+        if (chunked || !one_column_block || i0 == 0) {
+          if (tb) widen(b + j0 * ldb + k0, nc, kc, ldb, bw, ldbw, threaded);
+          else widen(b + k0 * ldb + j0, kc, nc, ldb, bw, ldbw, threaded);
+        }
+        const bool first = k0 == 0, last = k0 + kc == k;
+        const float beta_k = !first ? 1.0f : bias ? 0.0f : beta;
+        gemm_kernel::gemm<float>(ta, tb, mc, nc, kc, alpha, aw, ldaw, bw, ldbw, beta_k,
+                                 first && last ? bias_j : nullptr, cb, ldcb, threaded);
+      }
+      if (bias && chunked) add_bias(cb, mc, nc, ldcb, bias_j);
+      if constexpr (bf16_c) narrow(cb, mc, nc, ldcb, c + i0 * ldc + j0, ldc, threaded);
+    }
+  }
 }
 
 }  // namespace xgrad::gemm_bf16_kernel

@@ -15,9 +15,10 @@
 // into one output. Either way every output element comes from one GEMM call, as serially.
 //
 // bfloat16 (both operands bfloat16, as torch requires; a bias too): the GEMMs take the bf16
-// operands and accumulate into a float32 copy of the output (blas::gemm_bf16), which is rounded
-// to bfloat16 once; the gradients likewise, and linear's bias gradient is summed from dout's
-// float32 copy, then rounded.
+// operands, accumulate in float32 and round each element of the output to bfloat16 once
+// (blas::gemm_bf16, a block at a time; through a float32 copy of the output only where several
+// GEMMs sum into it); the gradients likewise, and linear's bias gradient is summed from dout's
+// widened values, then rounded.
 //
 // The backward closures of matmul and linear call bmm_into too, unless grad mode is on inside
 // them (backward with create_graph): then they compute the same products with matmul itself,
@@ -31,7 +32,9 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
+#include "bf16_kernel.h"
 #include "blas.h"
 #include "kernels.h"
 #include "xgrad/autocast.h"
@@ -104,6 +107,13 @@ const TI* operand(const Tensor& t) {
   else return t.data_ptr<TI>();
 }
 
+// The output's elements: T, or a bfloat16 tensor's bits (TO = uint16_t).
+template <class TO>
+TO* output(const Tensor& t) {
+  if constexpr (std::is_same_v<TO, uint16_t>) return static_cast<uint16_t*>(t.raw_data_ptr());
+  else return t.data_ptr<TO>();
+}
+
 // C = op(A) @ op(B) + beta * C (or + bias), with op(A)'s row sums where sums is given: the
 // float32 / float64 GEMM, or the bfloat16 one (float32 C; no row sums: sums is null).
 template <class T>
@@ -113,6 +123,13 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
 }
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
           const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias,
+          float* /*sums: null*/) {
+  blas::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
+}
+// ... and with a bfloat16 C, each element rounded once from its float32 value (beta reading C
+// widened), a block of C at a time
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+          const uint16_t* b, int64_t ldb, float beta, uint16_t* c, int64_t ldc, const float* bias,
           float* /*sums: null*/) {
   blas::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
 }
@@ -133,9 +150,9 @@ constexpr int64_t kSmallFoldDim = 64;
 // dY once for both); returns whether it did (if not, a_sums is not written).
 // One bmm_into call as its three strategies see it: the operands (a and b replaced by dense
 // copies where a strategy needs them, with their batch strides), the sizes and the pointers.
-// T is C's element type (float32 or float64), TI the operands' (T, or uint16_t: bfloat16 bits,
-// with C in float32).
-template <class T, class TI = T>
+// T is the GEMM's arithmetic type (float32 or float64), TI the operands' (T, or uint16_t:
+// bfloat16 bits, with T float32), TO C's (T, or uint16_t: a bfloat16 C the GEMM rounds).
+template <class T, class TI = T, class TO = T>
 struct BatchedGemm {
   const Tensor& out;
   Tensor a, b;
@@ -144,15 +161,15 @@ struct BatchedGemm {
   int64_t M, K, N, bn;
   bool reduced;  // out is broadcast along a batch dim: products summed into it
   T beta;
-  T* po;
+  TO* po;
   const T* pbias;
   T* psums;
 };
 
 // 1. rows fold: b is one matrix for the whole batch, so (bn*M, K) @ (K, N) in one GEMM.
 // Returns whether it ran.
-template <class T, class TI>
-bool gemm_rows_fold(BatchedGemm<T, TI>& g) {
+template <class T, class TI, class TO>
+bool gemm_rows_fold(BatchedGemm<T, TI, TO>& g) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && !g.reduced && all_broadcast(batch, g.sb))) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -181,8 +198,8 @@ bool gemm_rows_fold(BatchedGemm<T, TI>& g) {
 
 // 2. inner fold: out is summed over the whole batch, so (M, bn*K) @ (bn*K, N) in one GEMM.
 // Returns whether it ran; sets summed when it also wrote a's row sums.
-template <class T, class TI>
-bool gemm_inner_fold(BatchedGemm<T, TI>& g, bool& summed) {
+template <class T, class TI, class TO>
+bool gemm_inner_fold(BatchedGemm<T, TI, TO>& g, bool& summed) {
   const Shape& batch = g.batch;
   if (!(g.bn > 1 && all_broadcast(batch, g.so) && !g.pbias)) return false;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
@@ -217,8 +234,8 @@ bool gemm_inner_fold(BatchedGemm<T, TI>& g, bool& summed) {
 
 // 3. one GEMM per matrix; copy an operand only when the GEMM cannot read its matrices.
 // Returns whether it wrote a's row sums.
-template <class T, class TI>
-bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
+template <class T, class TI, class TO>
+bool gemm_per_matrix(BatchedGemm<T, TI, TO>& g) {
   const Shape& batch = g.batch;
   const int64_t M = g.M, K = g.K, N = g.N, bn = g.bn;
   MatLayout la = layout_of(g.a), lb = layout_of(g.b);
@@ -237,7 +254,7 @@ bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
     fail("matmul", "internal error: output of shape ", g.out.shape(), " is not row-major");
   const TI* pa = operand<TI>(g.a);
   const TI* pb = operand<TI>(g.b);
-  T* po = g.po;
+  TO* po = g.po;
   const T* pbias = g.pbias;
   T* psums = bn != 1 ? nullptr : g.psums;  // one GEMM only sums the whole of a
   const T beta = g.beta;
@@ -261,34 +278,41 @@ bool gemm_per_matrix(BatchedGemm<T, TI>& g) {
   return psums != nullptr;
 }
 
-// bmm_into's GEMMs once out is set up (see below): T is out's element type, TI a's and b's.
-template <class T, class TI>
+// bmm_into's GEMMs once out is set up (see below): T is the GEMM's arithmetic type, TI a's and
+// b's element type, TO out's. With once, only where each element of out comes from one GEMM
+// call (not a sum over several: out reduced over batch dims that do not fold into one GEMM);
+// returns whether it ran then, else whether it wrote a's row sums.
+template <class T, class TI, class TO = T>
 bool run_gemms(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch, bool accumulate,
-               bool reduced, const Tensor& bias, const Tensor& a_sums) {
-  BatchedGemm<T, TI> g{out,
-                       a,
-                       b,
-                       batch,
-                       batch_strides(out, batch),
-                       batch_strides(a, batch),
-                       batch_strides(b, batch),
-                       a.size(-2),
-                       a.size(-1),
-                       b.size(-1),
-                       numel_of(batch),
-                       reduced,
-                       accumulate ? T(1) : T(0),
-                       out.data_ptr<T>(),
-                       bias.defined() ? bias.data_ptr<T>() : nullptr,
-                       a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
-  if (gemm_rows_fold(g)) return false;
+               bool reduced, const Tensor& bias, const Tensor& a_sums, bool once = false) {
+  BatchedGemm<T, TI, TO> g{out,
+                           a,
+                           b,
+                           batch,
+                           batch_strides(out, batch),
+                           batch_strides(a, batch),
+                           batch_strides(b, batch),
+                           a.size(-2),
+                           a.size(-1),
+                           b.size(-1),
+                           numel_of(batch),
+                           reduced,
+                           accumulate ? T(1) : T(0),
+                           output<TO>(out),
+                           bias.defined() ? bias.data_ptr<T>() : nullptr,
+                           a_sums.defined() ? a_sums.data_ptr<T>() : nullptr};
+  if (gemm_rows_fold(g)) return once;
   bool summed = false;
-  if (gemm_inner_fold(g, summed)) return summed;
-  return gemm_per_matrix(g);
+  if (gemm_inner_fold(g, summed)) return once || summed;
+  if (once && reduced) return false;
+  const bool per_matrix_summed = gemm_per_matrix(g);
+  return once || per_matrix_summed;
 }
 
-// bfloat16 operands: the products accumulate in a float32 copy of out (of out's contents when
-// accumulating), with a float32 copy of the bias, and out is rounded once from it at the end.
+// bfloat16 operands: each element of out is its float32 sum (of out's contents too when
+// accumulating), with a float32 copy of the bias, rounded to bfloat16 once. Where one GEMM call
+// gives the element, that GEMM rounds it (a float32 block at a time); where products of
+// several are summed into it, they accumulate in a float32 copy of out, rounded at the end.
 // a_sums is not used (the caller sums the bias gradient itself).
 bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool accumulate,
               const Tensor& bias = Tensor(), const Tensor& a_sums = Tensor()) {
@@ -307,9 +331,11 @@ bool bmm_into(const Tensor& out, Tensor a, Tensor b, const Shape& batch, bool ac
   }
   if (K == 0 || bn == 0) return false;
   if (out.dtype() == kBFloat16) {
+    const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+    if (run_gemms<float, uint16_t, uint16_t>(out, a, b, batch, accumulate, reduced, bias32, Tensor(), true))
+      return false;
     Tensor out32 = empty(out.shape(), kFloat32);
     if (accumulate) kernels::copy_into(out32, out);
-    const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
     run_gemms<float, uint16_t>(out32, a, b, batch, accumulate, reduced, bias32, Tensor());
     kernels::copy_into(out, out32);  // rounded to nearest even, once
     return false;
@@ -440,10 +466,26 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 namespace {
 // db = dout summed over every dim but the last, accumulated in double: the row sums of dout^T,
 // the same kernel (and bits) as the sums the weight gradient's GEMM takes beside it.
-// A bfloat16 dout is summed from its float32 copy and the sums rounded to bfloat16 once.
+// A bfloat16 dout is summed from its widened values (exact) the same way, without a float32
+// copy, and each sum is rounded to float32, then to bfloat16 (as the float32 sums of its
+// float32 copy would be).
 Tensor bias_grad(const Tensor& dout, int64_t features) {
-  if (dout.dtype() == kBFloat16) return bias_grad(dout.detach().to(kFloat32), features).to(kBFloat16);
   Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
+  if (dout.dtype() == kBFloat16) {
+    Tensor db = empty({features}, kBFloat16);
+    const int64_t rows = features == 0 ? 0 : d.numel() / features;
+    const uint16_t* pd = static_cast<const uint16_t*>(d.raw_data_ptr());
+    uint16_t* pdb = static_cast<uint16_t*>(db.raw_data_ptr());
+    parallel_for(0, features, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)),
+                 [&](int64_t i0, int64_t i1) {
+                   std::vector<double> acc(static_cast<std::size_t>(i1 - i0), 0.0);
+                   for (int64_t r = 0; r < rows; ++r)  // rows in order, as blas::row_sums
+                     for (int64_t i = i0; i < i1; ++i)
+                       acc[i - i0] += double(kernels::bf16_to_float(pd[r * features + i]));
+                   for (int64_t i = i0; i < i1; ++i) pdb[i] = kernels::float_to_bf16(float(acc[i - i0]));
+                 });
+    return db;
+  }
   Tensor db = empty({features}, dout.dtype());
   const int64_t rows = features == 0 ? 0 : d.numel() / features;
   kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
