@@ -18,7 +18,8 @@
 # fuzz/corpus/<target>/, from the log alone (base64 -d > fuzz/corpus/<target>/regression_...).
 #
 # Needs clang-14 and libclang-rt-14-dev (scripts/deps.sh --fuzz). The build goes to
-# build-fuzz/ (XGRAD_FUZZ_BUILD_DIR), the growing corpora to build-fuzz/corpus/<target>/ (the
+# build-fuzz/ (XGRAD_FUZZ_BUILD_DIR; a directory already configured with XGRAD_FUZZ=ON and
+# XGRAD_SANITIZE=ON, such as the clang sanitizer suite's, is built as it stands), the growing corpora to build-fuzz/corpus/<target>/ (the
 # committed seeds in fuzz/corpus/<target>/ are read, never written), crash inputs to
 # build-fuzz/artifacts/. At the end a table gives, per target, the runs, executions per second,
 # the coverage (libFuzzer's cov: edges, ft: features) and the corpus size.
@@ -57,10 +58,17 @@ done
   { echo "fuzz.sh: libFuzzer runtime missing: run scripts/deps.sh --fuzz (libclang-rt-14-dev)" >&2; exit 1; }
 
 start=$SECONDS
-echo "==> configure $build (clang++-14, ASan + UBSan, libFuzzer)"
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
-  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DXGRAD_SANITIZE=ON -DXGRAD_FUZZ=ON \
-  -DXGRAD_BUILD_TESTS=OFF -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF -DXGRAD_INSTALL=OFF >/dev/null
+# A tree already configured for fuzzing under the sanitizers is built as it is: the sanitizer
+# suite's clang tree (XGRAD_ASAN_COMPILER=clang scripts/test.sh --sanitize) is one.
+if grep -q '^XGRAD_FUZZ:BOOL=ON$' "$build/CMakeCache.txt" 2>/dev/null &&
+   grep -q '^XGRAD_SANITIZE:BOOL=ON$' "$build/CMakeCache.txt"; then
+  echo "==> reuse $build (configured with XGRAD_FUZZ=ON and XGRAD_SANITIZE=ON)"
+else
+  echo "==> configure $build (clang++-14, ASan + UBSan, libFuzzer)"
+  CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
+    "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DXGRAD_SANITIZE=ON -DXGRAD_FUZZ=ON \
+    -DXGRAD_BUILD_TESTS=OFF -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF -DXGRAD_INSTALL=OFF >/dev/null
+fi
 echo "==> build (${jobs} jobs)"
 cmake --build "$build" --parallel "$jobs" --target "${targets[@]}" train_lm
 echo "==> built in $((SECONDS - start)) s"

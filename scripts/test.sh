@@ -14,8 +14,10 @@
 # non-zero if any stage failed. A summary with each stage's time is printed at the end.
 #
 # Environment: XGRAD_JOBS (default: nproc), XGRAD_BUILD_DIR (build), XGRAD_ASAN_BUILD_DIR
-# (build-asan), XGRAD_ASAN_BUILD_TYPE (Debug) and XGRAD_ASAN_OPT_FLAGS (-Og -g1) for the
-# sanitizer build, XGRAD_TEST_TIMEOUT (seconds per test case, 600), XGRAD_SKIP_DEPS=1 (do not
+# (build-asan), XGRAD_ASAN_BUILD_TYPE (Debug) and XGRAD_ASAN_OPT_FLAGS (-Og -g1; -O1 -g1 with
+# clang) for the sanitizer build, XGRAD_ASAN_COMPILER (gcc, the default, or clang: clang-14 with
+# libFuzzer's coverage instrumentation, so that the same tree also builds the fuzz targets
+# that scripts/fuzz.sh runs; needs scripts/deps.sh --fuzz), XGRAD_TEST_TIMEOUT (seconds per test case, 600), XGRAD_SKIP_DEPS=1 (do not
 # check packages), XGRAD_KEEP_TMP=1 (keep the consumer's install prefix and build dir),
 # XGRAD_WERROR=ON|OFF (warnings are errors; default ON when CI=true, as CI and the fresh-machine
 # check run it, else OFF).
@@ -31,7 +33,12 @@ asan_dir=${XGRAD_ASAN_BUILD_DIR:-build-asan}
 # several times slower, and -O0 does not compile xsimd's AVX-512 code. -g1 keeps the line
 # tables that sanitizer reports need.
 asan_build_type=${XGRAD_ASAN_BUILD_TYPE:-Debug}
-asan_opt_flags=${XGRAD_ASAN_OPT_FLAGS:--Og -g1}
+asan_compiler=${XGRAD_ASAN_COMPILER:-gcc}
+case "$asan_compiler" in
+  gcc) asan_opt_flags=${XGRAD_ASAN_OPT_FLAGS:--Og -g1} ;;
+  clang) asan_opt_flags=${XGRAD_ASAN_OPT_FLAGS:--O1 -g1} ;;
+  *) echo "test.sh: XGRAD_ASAN_COMPILER must be gcc or clang, got '$asan_compiler'" >&2; exit 2 ;;
+esac
 test_timeout=${XGRAD_TEST_TIMEOUT:-600}
 if [[ "${CI:-}" == true ]]; then werror=${XGRAD_WERROR:-ON}; else werror=${XGRAD_WERROR:-OFF}; fi
 
@@ -140,16 +147,22 @@ run_consumer_bin() {
 }
 
 configure_asan() {
-  local type_upper
+  local type_upper compiler=()
   type_upper=$(tr '[:lower:]' '[:upper:]' <<<"$asan_build_type")
-  cmake -S "$root" -B "$asan_dir" -DCMAKE_BUILD_TYPE="$asan_build_type" \
+  # clang: the fuzz targets (XGRAD_FUZZ) build in this tree, sharing its library objects
+  if [[ $asan_compiler == clang ]]; then
+    compiler=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DXGRAD_FUZZ=ON)
+  fi
+  cmake -S "$root" -B "$asan_dir" -DCMAKE_BUILD_TYPE="$asan_build_type" "${compiler[@]}" \
     "-DCMAKE_CXX_FLAGS_${type_upper}=$asan_opt_flags" -DXGRAD_SANITIZE=ON \
     -DXGRAD_BUILD_EXAMPLES=OFF -DXGRAD_BUILD_BENCH=OFF -DXGRAD_WERROR="$werror"
 }
 build_asan() { cmake --build "$asan_dir" --parallel "$jobs"; }
 
 # ---- suites
-stage "deps" "$root/scripts/deps.sh"
+deps_flags=()
+if (( run_sanitize )) && [[ $asan_compiler == clang ]]; then deps_flags=(--fuzz); fi
+stage "deps" "$root/scripts/deps.sh" "${deps_flags[@]}"
 if (( failed )); then print_summary; exit 1; fi
 
 if (( run_normal )); then

@@ -16,7 +16,6 @@
 namespace xgrad {
 
 namespace {
-constexpr int kPrecision = 4;
 constexpr int kLinewidth = 80;
 constexpr int64_t kThreshold = 1000;
 constexpr int64_t kEdgeitems = 3;

@@ -324,6 +324,11 @@ TEST(Containers, SequentialChainsAndIndexes) {
   // a ModuleList has no forward
   ModuleList list{std::make_shared<Identity>()};
   EXPECT_THROW(list(x), Error);
+  // modules whose forward takes more inputs keep the one-tensor forward visible; it throws
+  CrossEntropyLoss ce;
+  EXPECT_THROW(ce.forward(x), Error);
+  MSELoss mse;
+  EXPECT_THROW(mse.forward(x), Error);
 }
 
 TEST(Init, KaimingAndXavierBounds) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "error_message.h"
 #include "xgrad/text/tokenizer.h"
@@ -84,7 +85,8 @@ TEST(CharTokenizer, Errors) {
   auto tok = CharTokenizer::from_text("abc", "t");
   expect_error([&] { tok.encode("abz"); }, {"U+007A", "'z'", "character 2", "not in the vocabulary"});
   expect_error([&] { tok.decode({0, 3}); }, {"token id 3", "position 1"});
-  expect_error([&] { tok.decode({-1}); }, {"token id -1"});
+  expect_error([&] { tok.decode(std::vector<int64_t>{-1}); }, {"token id -1"});
+  expect_error([&] { tok.decode(int64_t{-1}); }, {"token id -1"});
   expect_error([] { CharTokenizer::from_text("", "empty.txt"); }, {"empty.txt", "empty"});
   expect_error([] { CharTokenizer::from_json(R"(["b","a"])"); }, {"increasing"});
   expect_error([] { CharTokenizer::from_json(R"(["a","bc"])"); }, {"entry 1", "exactly one"});

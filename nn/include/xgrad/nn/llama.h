@@ -145,6 +145,7 @@ class GroupedQueryAttention : public Module {
   // are rotated at positions cache->size() onwards and appended (rotated) with their values,
   // and their queries attend to every cached key and causally among themselves.
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerKVCache* cache = nullptr);
+  using Module::forward;  // the one-tensor forward stays visible: it throws, naming this one
   std::string name() const override { return "GroupedQueryAttention"; }
 
   int64_t d_out;
@@ -161,6 +162,7 @@ class LlamaTransformerBlock : public Module {
  public:
   explicit LlamaTransformerBlock(const LlamaConfig& cfg);
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerKVCache* cache = nullptr);
+  using Module::forward;  // the one-tensor forward stays visible: it throws, naming this one
   ModuleHolder<GroupedQueryAttention> att;
   ModuleHolder<LlamaFeedForward> ff;
   ModuleHolder<RMSNorm> norm1;

@@ -18,6 +18,7 @@ class CrossEntropyLoss : public Module {
   Tensor forward(const Tensor& input, const Tensor& target) const {
     return xgrad::cross_entropy(input, target, options);
   }
+  using Module::forward;  // the one-tensor forward stays visible: it throws, naming this one
   Tensor operator()(const Tensor& logits, const Tensor& targets) const { return forward(logits, targets); }
   CrossEntropyOptions options;
 };
@@ -25,6 +26,7 @@ class CrossEntropyLoss : public Module {
 class MSELoss : public Module {
  public:
   Tensor forward(const Tensor& input, const Tensor& target) const { return xgrad::mse_loss(input, target); }
+  using Module::forward;  // the one-tensor forward stays visible: it throws, naming this one
   Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
 };
 
