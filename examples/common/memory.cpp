@@ -33,15 +33,14 @@ constexpr double kPerTokenEmbed = 20;       // x emb_dim: embeddings, final norm
 // input and the residual (float32), the bfloat16 casts its linears read, q/k/v cast back to
 // float32 for the fused attention, the feed-forward's 4 x emb_dim hidden and GELU outputs in
 // bfloat16, the dropout masks. Per token x vocabulary more: the bfloat16 logits, their float32
-// cast for the loss and its gradient, the gradient rounded to bfloat16, and the output
-// layer's backward GEMMs, which on the widened path (gemm_bf16_kernel.h) copy their bfloat16
-// operands to float32 whole and write a float32 product.
+// cast for the loss and its gradient, and the gradient rounded to bfloat16 (the output
+// layer's GEMMs widen and round in bounded blocks, gemm_bf16_kernel.h).
 struct BytesPer {
   double token_layer, token_logits, token_embed, score_layer;
 };
 constexpr BytesPer kFloat32Bytes{4 * kPerTokenPerLayer, 4 * kPerTokenLogits, 4 * kPerTokenEmbed,
                                  4 * kPerScorePerLayer};
-constexpr BytesPer kBFloat16Bytes{47, 14.7, 80, 4 * kPerScorePerLayer};
+constexpr BytesPer kBFloat16Bytes{47, 9.6, 80, 4 * kPerScorePerLayer};
 
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);
