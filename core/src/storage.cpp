@@ -34,7 +34,7 @@ std::size_t block_capacity(std::size_t n) {
 class BlockCache {
  public:
   void* take(std::size_t capacity) {
-#ifndef __SANITIZE_ADDRESS__
+#ifndef XGRAD_ADDRESS_SANITIZER
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(capacity);
     if (it != free_.end() && !it->second.empty()) {
@@ -49,7 +49,7 @@ class BlockCache {
   }
   void give(void* p, std::size_t capacity) {
     (void)capacity;  // unused under ASan
-#ifndef __SANITIZE_ADDRESS__
+#ifndef XGRAD_ADDRESS_SANITIZER
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + capacity <= kLimit) {
       free_[capacity].push_back(p);
