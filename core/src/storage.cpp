@@ -72,7 +72,7 @@ class BlockCache {
   }
 
  private:
-  static constexpr std::size_t kLimit = std::size_t{2} << 30;
+  [[maybe_unused]] static constexpr std::size_t kLimit = std::size_t{2} << 30;  // unused under ASan
   std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_ = 0;
