@@ -34,7 +34,7 @@ std::size_t block_capacity(std::size_t n) {
 class BlockCache {
  public:
   void* take(std::size_t capacity) {
-#ifndef __SANITIZE_ADDRESS__
+#ifndef XGRAD_ADDRESS_SANITIZER
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(capacity);
     if (it != free_.end() && !it->second.empty()) {
@@ -49,7 +49,7 @@ class BlockCache {
   }
   void give(void* p, std::size_t capacity) {
     (void)capacity;  // unused under ASan
-#ifndef __SANITIZE_ADDRESS__
+#ifndef XGRAD_ADDRESS_SANITIZER
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + capacity <= kLimit) {
       free_[capacity].push_back(p);
@@ -72,7 +72,7 @@ class BlockCache {
   }
 
  private:
-  static constexpr std::size_t kLimit = std::size_t{2} << 30;
+  [[maybe_unused]] static constexpr std::size_t kLimit = std::size_t{2} << 30;  // unused under ASan
   std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::size_t cached_ = 0;

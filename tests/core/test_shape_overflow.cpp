@@ -35,7 +35,7 @@ TEST(ShapeOverflow, CreationThrowsNamingTheShape) {
 }
 
 TEST(ShapeOverflow, AllocationFailureNamesTheShape) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(XGRAD_ADDRESS_SANITIZER)
   GTEST_SKIP() << "AddressSanitizer aborts on a 4 PiB request instead of returning null";
 #endif
   // 2^50 float32 elements (4 PiB): the element and byte counts fit, the allocation cannot

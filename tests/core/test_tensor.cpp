@@ -179,7 +179,7 @@ TEST(Tensor, FreedStorageIsReusedAndCanBeReleased) {
     EXPECT_EQ(memory_stats().current_bytes, live + 4'000'000);
   }
   EXPECT_EQ(memory_stats().current_bytes, live);  // live bytes count only live tensors
-#ifndef __SANITIZE_ADDRESS__
+#ifndef XGRAD_ADDRESS_SANITIZER
   EXPECT_GE(cached_bytes(), 4'000'000);
   Tensor b = zeros({999, 1000});  // a slightly smaller tensor lands in the same size class
   EXPECT_EQ(b.raw_data_ptr(), first);
@@ -199,7 +199,7 @@ TEST(Tensor, FreedStorageIsReusedAndCanBeReleased) {
 namespace xgrad {
 namespace {
 TEST(Tensor, OutOfMemoryIsCaughtByTypeAndNamesTheRequest) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(XGRAD_ADDRESS_SANITIZER)
   GTEST_SKIP() << "AddressSanitizer aborts on a 4 PiB request instead of returning null";
 #endif
   // 2^50 float64 elements (8 PiB): the counts fit in int64, the allocation cannot succeed
