@@ -26,21 +26,13 @@
 #include <tuple>
 #include <vector>
 
+#include "gemm_shape.h"
 #include "thread_count.h"
 #include "xgrad/bf16_gemm.h"
 #include "xgrad/xgrad.h"
 
 namespace xgrad {
 namespace {
-
-struct Shape3 {
-  int64_t m, n, k;
-  bool ta, tb;  // operand stored transposed: A (k, m), B (n, k)
-};
-
-std::ostream& operator<<(std::ostream& os, const Shape3& s) {
-  return os << s.m << "x" << s.n << "x" << s.k << (s.ta ? "_At" : "") << (s.tb ? "_Bt" : "");
-}
 
 const Shape3 kShapes[] = {
     {1, 1, 1, false, false},     {1, 1, 2, true, true},        {3, 5, 2, true, true},

@@ -353,25 +353,31 @@ inline Blocks blocking(int64_t m, int64_t n, int64_t k, bool c_block, bool widen
   return best;
 }
 
-// A (rows, cols) bf16 matrix with row stride ld, widened into out (row stride ldo).
-inline void widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, float* out, int64_t ldo,
-                  bool threaded) {
+// Each row of a (rows, cols) matrix x (row stride ld) converted element by element into out
+// (row stride ldo) by convert_n (kernels::bf16_to_float_n or float_to_bf16_n), rows split
+// between threads when threaded.
+template <class From, class To, class ConvertN>
+inline void convert_rows(const From* x, int64_t rows, int64_t cols, int64_t ld, To* out, int64_t ldo,
+                         bool threaded, ConvertN convert_n) {
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::bf16_to_float_n(x + r * ld, out + r * ldo, cols);
+    for (int64_t r = r0; r < r1; ++r) convert_n(x + r * ld, out + r * ldo, cols);
   };
   if (threaded) parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), run);
   else run(0, rows);
 }
 
-// A (rows, cols) float32 matrix (row stride ld) rounded to bf16 into out (row stride ldo),
-// each element once, to nearest even (kernels::float_to_bf16).
+// A bf16 matrix widened to float32 (exact).
+inline void widen(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, float* out, int64_t ldo,
+                  bool threaded) {
+  convert_rows(x, rows, cols, ld, out, ldo, threaded,
+               [](const uint16_t* p, float* q, int64_t n) { kernels::bf16_to_float_n(p, q, n); });
+}
+
+// A float32 matrix rounded to bf16, each element once, to nearest even (kernels::float_to_bf16).
 inline void narrow(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out, int64_t ldo,
                    bool threaded) {
-  auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::float_to_bf16_n(x + r * ld, out + r * ldo, cols);
-  };
-  if (threaded) parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), run);
-  else run(0, rows);
+  convert_rows(x, rows, cols, ld, out, ldo, threaded,
+               [](const float* p, uint16_t* q, int64_t n) { kernels::float_to_bf16_n(p, q, n); });
 }
 
 // c(i, j) = c(i, j) + bias[j] on a (rows, cols) block: the float32 GEMM's last step with a bias.
