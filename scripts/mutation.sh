@@ -61,7 +61,7 @@ lsm-inner-wrong-saved|core/src/kernels/activation_kernel.h|for (int64_t j = 0; j
 relu-dout-contig|core/src/ops/activation.cpp|kernels::relu_backward(yv, contig(dout), dx);|kernels::relu_backward(yv, dout, dx);
 sigmoid-drop-term|core/src/kernels/activation_kernel.h|px[i] = pd[i] * (T(1) - py[i]) * py[i];|px[i] = pd[i] * (T(1) - py[i]);
 gelu-tanh-scale|core/src/kernels/vec_math.h|const auto left_derivative = T(0.5) * right;|const auto left_derivative = T(0.505) * right;
-gelu-dout-contig|core/src/ops/activation.cpp|kernels::gelu_backward(xv, contig(dout), dx, tanh_approx);|kernels::gelu_backward(xv, dout, dx, tanh_approx);
+gelu-dout-contig|core/src/ops/activation.cpp|kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);|kernels::gelu_backward(contig(xv), dout, dx, tanh_approx);
 sdpa-dout-as-laid-out|core/src/ops/attention.cpp|const Tensor dout = row_readable(grad);|const Tensor dout = grad.detach();
 sdpa-readable-any-row-stride|core/src/ops/attention.cpp|(rows <= 1 \|\| t.stride(-2) >= cols)|(rows <= 1 \|\| t.stride(-2) >= 0)
 sdpa-readable-any-col-stride|core/src/ops/attention.cpp|(cols <= 1 \|\| t.stride(-1) == 1)|(cols <= 1 \|\| t.stride(-1) >= 1)
@@ -73,7 +73,7 @@ ln-dx-drop-term|core/src/kernels/vec_math.h|(rsb * xsimd::fnma(xhat, gxmb, g_cen
 ln-dw-scale|core/src/kernels/vec_math.h|if (dw) dw[i] = xsimd::fma(dr[i], xhat, dw[i]);|if (dw) dw[i] = xsimd::fma(dr[i] * T(1.01), xhat, dw[i]);
 ln-gmean-wrong-saved|core/src/kernels/vec_math.h|g_mean[r - g0] = sg * invN;|g_mean[r - g0] = sgx * invN;
 ln-block-partials-off-by-one|core/src/kernels/nn_functional_kernel.h|    for (int64_t b = 0; b < blocks; ++b) {\n      if (pdw)|    for (int64_t b = 0; b < blocks - 1; ++b) {\n      if (pdw)
-emb-dout-contig|core/src/ops/nn_functional.cpp|kernels::embedding_backward(ids.get(), contig(dout), dw);|kernels::embedding_backward(ids.get(), dout, dw);
+emb-dout-contig|core/src/ops/nn_functional.cpp|kernels::embedding_backward(ids, contig(compute_copy(dout)), dw);|kernels::embedding_backward(ids, compute_copy(dout), dw);
 dropout-dout-contig|core/src/ops/nn_functional.cpp|kernels::dropout_backward(contig(dout), mask, p, dx);|kernels::dropout_backward(dout, mask, p, dx);
 ce-scale|core/src/kernels/nn_functional_kernel.h|static_cast<T>(dloss.item() / static_cast<double>(count))|static_cast<T>(1.01 * dloss.item() / static_cast<double>(count))
 mse-db-sign|core/src/kernels/nn_functional_kernel.h|for (int64_t i = 0; i < n; ++i) pdb[i] = -pd[i];|for (int64_t i = 0; i < n; ++i) pdb[i] = pd[i];
@@ -86,9 +86,9 @@ mean-off-by-one|core/src/ops/reduce.cpp|keepdim_view(div(dout, static_cast<doubl
 var-scale|core/src/ops/reduce.cpp|grads.add(0, mul(centered, mul(dout.reshape(keep), 2.0 / denom)));|grads.add(0, mul(centered, mul(dout.reshape(keep), 2.02 / denom)));
 maxdim-dout-contig|core/src/ops/reduce.cpp|  const Tensor g = dout.contiguous();\n  const Tensor ix = indices.contiguous();|  const Tensor g = dout;\n  const Tensor ix = indices.contiguous();
 linear-bias-dout-contig|core/src/ops/linalg.cpp|Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);|Tensor d = dout;
-index-select-dout-contig|core/src/ops/shape.cpp|    const Tensor g = dout.contiguous();\n    kernels::dispatch_float(dout.dtype(), "index_select"|    const Tensor g = dout;\n    kernels::dispatch_float(dout.dtype(), "index_select"
+index-select-dout-contig|core/src/ops/shape.cpp|const Tensor g = compute_copy(dout).contiguous();|const Tensor g = compute_copy(dout);
 cat-wrong-offset|core/src/ops/shape.cpp|grads.add(i, dout.narrow(d, at, sizes[i]));|grads.add(i, dout.narrow(d, 0, sizes[i]));
-triu-no-zero|core/src/ops/shape.cpp|    kernels::copy_into(da, dout);\n    zero_outside_triangle(da, diagonal, upper);|    kernels::copy_into(da, dout);
+triu-no-zero|core/src/ops/shape.cpp|0 outside, so da is dout inside it\n    grads.add(0,\n              linear_map(name, name, dout, keep_triangle(diagonal, upper), keep_triangle(diagonal, upper)));|0 outside, so da is dout inside it\n    grads.add(0, dout);
 permute-backward-forward-perm|core/src/ops/views.cpp|grads.add(0, dout.permute(inverse));|grads.add(0, dout.permute(inverse).permute(inverse).permute(inverse));
 sdpa-simd-drop-scale|core/src/kernels/attention_backward.h|(V<T>::load_unaligned(w + j * W) * (V<T>::load_unaligned(ds + j * W) - r) * vscale)|(V<T>::load_unaligned(w + j * W) * (V<T>::load_unaligned(ds + j * W) - r))
 sdpa-no-dropout-on-dw|core/src/kernels/attention_backward.h|    if (keep) {\n      d = d * kf;|    if (false) {\n      d = d * kf;
