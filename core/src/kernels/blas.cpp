@@ -185,6 +185,13 @@ void row_sums(bool ta, int64_t m, int64_t k, const double* a, int64_t lda, doubl
   gemm_kernel::row_sums(ta, m, k, a, lda, sums, get_num_threads() > 1 && !in_parallel_region());
 }
 
+void row_sums(bool ta, int64_t m, int64_t k, const uint16_t* a, int64_t lda, uint16_t* sums) {
+  gemm_kernel::row_sums(
+      ta, m, k, a, lda, sums, get_num_threads() > 1 && !in_parallel_region(),
+      [](uint16_t x) { return static_cast<double>(kernels::bf16_to_float(x)); },
+      [](double acc) { return kernels::float_to_bf16(static_cast<float>(acc)); });
+}
+
 bool gemm_splits(int64_t m, int64_t n, int64_t k) {
   return get_num_threads() > 1 && !in_parallel_region() &&
          2.0 * double(m) * double(n) * double(k) >= kParallelFlops;

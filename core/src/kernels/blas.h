@@ -26,6 +26,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 // a_row_sums gives, without the product (the bias gradient when the weight needs none).
 void row_sums(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, float* sums);
 void row_sums(bool trans_a, int64_t m, int64_t k, const double* a, int64_t lda, double* sums);
+// ... of bfloat16 bits, each sum rounded to float32, then to bfloat16 (as the float32 sums of a
+// float32 copy would be)
+void row_sums(bool trans_a, int64_t m, int64_t k, const uint16_t* a, int64_t lda, uint16_t* sums);
 
 // The bfloat16 GEMM: A and B bfloat16 (uint16_t bit patterns), C and the bias float32, with the
 // same arguments and epilogue as gemm above, accumulated in float32 (gemm_bf16_kernel.h):

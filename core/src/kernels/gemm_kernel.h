@@ -527,22 +527,35 @@ bool gemm_nv(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
   return pack_at;
 }
 
-// sums[i] = the sum over k of op(A)(i, k), in double, k in order (threads split i).
+// row_sums' default reading and storing: a value as double, a double sum as S
 template <class T>
-void row_sums(bool ta, int64_t m, int64_t k, const T* a, int64_t lda, T* sums, bool threaded) {
+struct AsDouble {
+  double operator()(T x) const { return static_cast<double>(x); }
+};
+template <class S>
+struct FromDouble {
+  S operator()(double acc) const { return static_cast<S>(acc); }
+};
+
+// sums[i] = the sum over k of op(A)(i, k), in double, k in order (threads split i).
+// value(x) reads an element as double (T's value, or a bfloat16's bits widened), sum(acc)
+// stores a double sum as S.
+template <class T, class S = T, class Value = AsDouble<T>, class Sum = FromDouble<S>>
+void row_sums(bool ta, int64_t m, int64_t k, const T* a, int64_t lda, S* sums, bool threaded,
+              Value value = {}, Sum sum = {}) {
   auto rows = [&](int64_t i0, int64_t i1) {
     if (ta) {  // A stored (k, m): a run of rows of op(A) per stored row
       std::vector<double> acc(static_cast<std::size_t>(i1 - i0), 0.0);
       for (int64_t kk = 0; kk < k; ++kk) {
         const T* row = a + kk * lda;
-        for (int64_t i = i0; i < i1; ++i) acc[i - i0] += static_cast<double>(row[i]);
+        for (int64_t i = i0; i < i1; ++i) acc[i - i0] += value(row[i]);
       }
-      for (int64_t i = i0; i < i1; ++i) sums[i] = static_cast<T>(acc[i - i0]);
+      for (int64_t i = i0; i < i1; ++i) sums[i] = sum(acc[i - i0]);
     } else {
       for (int64_t i = i0; i < i1; ++i) {
         double acc = 0.0;
-        for (int64_t kk = 0; kk < k; ++kk) acc += static_cast<double>(a[i * lda + kk]);
-        sums[i] = static_cast<T>(acc);
+        for (int64_t kk = 0; kk < k; ++kk) acc += value(a[i * lda + kk]);
+        sums[i] = sum(acc);
       }
     }
   };

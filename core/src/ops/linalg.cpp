@@ -32,9 +32,7 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
-#include <vector>
 
-#include "bf16_kernel.h"
 #include "blas.h"
 #include "kernels.h"
 #include "xgrad/autocast.h"
@@ -471,23 +469,13 @@ namespace {
 // float32 copy would be).
 Tensor bias_grad(const Tensor& dout, int64_t features) {
   Tensor d = dout.is_contiguous() ? dout : dense_copy(dout);
-  if (dout.dtype() == kBFloat16) {
-    Tensor db = empty({features}, kBFloat16);
-    const int64_t rows = features == 0 ? 0 : d.numel() / features;
-    const uint16_t* pd = static_cast<const uint16_t*>(d.raw_data_ptr());
-    uint16_t* pdb = static_cast<uint16_t*>(db.raw_data_ptr());
-    parallel_for(0, features, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)),
-                 [&](int64_t i0, int64_t i1) {
-                   std::vector<double> acc(static_cast<std::size_t>(i1 - i0), 0.0);
-                   for (int64_t r = 0; r < rows; ++r)  // rows in order, as blas::row_sums
-                     for (int64_t i = i0; i < i1; ++i)
-                       acc[i - i0] += double(kernels::bf16_to_float(pd[r * features + i]));
-                   for (int64_t i = i0; i < i1; ++i) pdb[i] = kernels::float_to_bf16(float(acc[i - i0]));
-                 });
-    return db;
-  }
   Tensor db = empty({features}, dout.dtype());
   const int64_t rows = features == 0 ? 0 : d.numel() / features;
+  if (dout.dtype() == kBFloat16) {
+    blas::row_sums(true, features, rows, static_cast<const uint16_t*>(d.raw_data_ptr()),
+                   std::max<int64_t>(features, 1), static_cast<uint16_t*>(db.raw_data_ptr()));
+    return db;
+  }
   kernels::dispatch_float(dout.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     blas::row_sums(true, features, rows, d.data_ptr<T>(), std::max<int64_t>(features, 1), db.data_ptr<T>());
