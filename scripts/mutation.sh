@@ -96,7 +96,8 @@ lsm-sum-off-by-one|core/src/kernels/activation_kernel.h|const T s = vec::sum(dyr
 relu-at-zero|core/src/kernels/activation_kernel.h|px[i] = py[i] > T(0) ? pd[i] : T(0);|px[i] = py[i] >= T(0) ? pd[i] : T(0);
 gelu-erf-sign|core/src/kernels/vec_math.h|return cdf + v * pdf;|return cdf - v * pdf;
 dropout-backward-scale|core/src/kernels/nn_functional_kernel.h|    const T scale = T(1) / static_cast<T>(1.0 - p);\n    const bool* pm = keep.data_ptr<bool>();\n    const T* pd = dy.data_ptr<T>();|    const T scale = T(1.01) / static_cast<T>(1.0 - p);\n    const bool* pm = keep.data_ptr<bool>();\n    const T* pd = dy.data_ptr<T>();
-ce-target-term-scale|core/src/kernels/nn_functional_kernel.h|dr[ptg[r]] -= gscale;|dr[ptg[r]] -= gscale * T(1.01);
+ce-target-term-scale|core/src/kernels/nn_functional_kernel.h|dr[pt[r]] -= gscale;|dr[pt[r]] -= gscale * T(1.01);
+ce-bf16-dloss-rows|core/src/kernels/nn_functional_kernel.h|pt + s0, pl + s0, g, pdl ? pdl + s0 : nullptr,|pt + s0, pl + s0, g, pdl,
 emb-repeats-overwrite|core/src/kernels/nn_functional_kernel.h|for (int64_t k = k0; k < k1; ++k) row[k] += src[k];|for (int64_t k = k0; k < k1; ++k) row[k] = src[k];
 engine-always-owned|core/src/autograd.cpp|    owned = exclusively_owned(g);|    owned = true;
 EOF

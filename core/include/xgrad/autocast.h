@@ -42,9 +42,10 @@
 //
 // Adding an op to a list: one line at the top of the op, before its checks, e.g.
 //   if (autocast::wants_lower(x, w, b)) return std::apply(linear, autocast::lower(x, w, b));
-//   if (autocast::wants_fp32(input)) return cross_entropy(autocast::to_fp32(input), target, options);
+//   if (autocast::wants_fp32(input, target)) return std::apply(mse_loss, autocast::to_fp32(input, target));
 // The re-call sees no eligible input left to cast (wants_* is false), so it does not recurse;
-// and the cast itself (Tensor::to) is on no list.
+// and the cast itself (Tensor::to) is on no list. An op on the float32 list whose kernel widens
+// bfloat16 itself (cross_entropy) asks wants_fp32 only for its output's dtype.
 #pragma once
 #include <cstddef>
 #include <tuple>

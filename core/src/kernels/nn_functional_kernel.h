@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "bf16_kernel.h"
@@ -240,87 +241,162 @@ struct CrossEntropyRows {
   double label_smoothing = 0.0;
 };
 
-// The per-row losses into row_loss (N) and lse (N, 0 for ignored rows), rows split over threads.
+// The losses of `rows` rows into row_loss and their lse into pl (0 for ignored rows): x, pt,
+// pl and row_loss point at the first of them. Each row's result is its own.
 template <class T>
-void cross_entropy_rows(const T* px, const int64_t* pt, const CrossEntropyRows& g, T* pl, T* row_loss) {
+void cross_entropy_row_range(const T* x, const int64_t* pt, const CrossEntropyRows& g, int64_t rows, T* pl,
+                             T* row_loss) {
   const int64_t C = g.C;
   const double eps = g.label_smoothing;
   const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-  parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
-    vec::logsumexp_rows(px, C, r0, r1, pl);  // lse = log(sum(exp(row))), every row
-    for (int64_t r = r0; r < r1; ++r) {
-      if (pt[r] == g.ignore_index) {
-        pl[r] = T(0);
-        row_loss[r] = T(0);
-        continue;
-      }
-      const T* xr = px + r * C;
-      // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
-      row_loss[r] = eps == 0.0
-                        ? pl[r] - xr[pt[r]]
-                        : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
+  vec::logsumexp_rows(x, C, 0, rows, pl);  // lse = log(sum(exp(row))), every row
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pt[r] == g.ignore_index) {
+      pl[r] = T(0);
+      row_loss[r] = T(0);
+      continue;
     }
+    const T* xr = x + r * C;
+    // -log_softmax(x)[t] = lse - x[t]; smoothed: lse - (1 - e) x[t] - e/C sum_c x[c]
+    row_loss[r] = eps == 0.0
+                      ? pl[r] - xr[pt[r]]
+                      : keep * (pl[r] - xr[pt[r]]) + spread * (static_cast<T>(C) * pl[r] - vec::sum(xr, C));
+  }
+}
+
+// dx = (softmax(x) - q) * g_r for `rows` rows, with g_r = dloss_rows[r] (the reduction "none")
+// or gall (sum: dloss, mean: dloss / count); 0 for ignored rows. x, pt, pl, dloss_rows and dx
+// point at the first of them.
+template <class T>
+void cross_entropy_backward_row_range(const T* x, const int64_t* pt, const T* pl, const CrossEntropyRows& g,
+                                      const T* dloss_rows, T gall, int64_t rows, T* dx) {
+  const int64_t C = g.C;
+  const double eps = g.label_smoothing;
+  const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
+  for (int64_t r = 0; r < rows; ++r) {
+    T* dr = dx + r * C;
+    if (pt[r] == g.ignore_index) {
+      std::fill(dr, dr + C, T(0));
+      continue;
+    }
+    const T gscale = dloss_rows ? dloss_rows[r] : gall;
+    const T l = pl[r];
+    vec::map(x + r * C, dr, C, [=](auto v) { return vec::exp_nonpositive<T>(v - l) * gscale; });
+    if (eps == 0.0) {
+      dr[pt[r]] -= gscale;
+    } else {
+      for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
+      dr[pt[r]] -= keep * gscale;
+    }
+  }
+}
+
+// bfloat16 logits are computed in float32 a block of rows at a time: each thread widens its
+// rows into a float32 buffer of at most kCrossEntropyWidenFloats (one row at least) and runs
+// the float32 rows on it. Rows are independent, so lse, the losses and the gradient (rounded
+// once) have the bits of the float32 kernel on a widened copy of the logits, which is never
+// made whole.
+constexpr int64_t kCrossEntropyWidenFloats = int64_t{1} << 16;
+
+inline int64_t cross_entropy_widen_rows(int64_t C) {
+  return std::max<int64_t>(1, kCrossEntropyWidenFloats / C);
+}
+
+// The per-row losses (T: the compute dtype, float32 for bfloat16 logits) into row_loss (N)
+// and lse (N, 0 for ignored rows), rows split over threads.
+template <class T>
+void cross_entropy_rows(const Tensor& x, const int64_t* pt, const CrossEntropyRows& g, T* pl, T* row_loss) {
+  const int64_t C = g.C;
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.dtype() == kBFloat16) {
+      const bf16* px = x.data_ptr<bf16>();
+      const int64_t block = cross_entropy_widen_rows(C);
+      parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
+        std::vector<float> xf(static_cast<std::size_t>(std::min(block, r1 - r0) * C));
+        for (int64_t s0 = r0; s0 < r1; s0 += block) {
+          const int64_t rows = std::min(block, r1 - s0);
+          bf16_to_float_n(&px[s0 * C].bits, xf.data(), rows * C);
+          cross_entropy_row_range<float>(xf.data(), pt + s0, g, rows, pl + s0, row_loss + s0);
+        }
+      });
+      return;
+    }
+  }
+  const T* px = x.data_ptr<T>();
+  parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
+    cross_entropy_row_range<T>(px + r0 * C, pt + r0, g, r1 - r0, pl + r0, row_loss + r0);
   });
+}
+
+// Stores v into out's element i, rounded to out's dtype (float32 or bfloat16) when it differs.
+template <class T>
+void store_as(const Tensor& out, int64_t i, T v) {
+  if (out.dtype() == kBFloat16) out.data_ptr<bf16>()[i] = to_bf16(static_cast<float>(v));
+  else out.data_ptr<T>()[i] = v;
 }
 
 // out = the per-row losses (none: out has N elements), or their sum in row order (sum), or
 // that sum / count (mean: count = the rows not ignored); lse (N) is saved for the backward.
+// bfloat16 logits: lse is float32, the losses are computed in float32 and out is float32
+// (autocast's loss) or bfloat16 (rounded once, from the float32 result).
 inline void cross_entropy_forward(const Tensor& x, const int64_t* pt, const CrossEntropyRows& g, bool reduce,
                                   bool mean, int64_t count, const Tensor& lse, const Tensor& out) {
-  dispatch_float(x.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_float(lse.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> row_loss(static_cast<std::size_t>(g.N));
-    cross_entropy_rows<T>(x.data_ptr<T>(), pt, g, lse.data_ptr<T>(), row_loss.data());
+    cross_entropy_rows<T>(x, pt, g, lse.data_ptr<T>(), row_loss.data());
     if (!reduce) {
-      std::copy(row_loss.begin(), row_loss.end(), out.data_ptr<T>());
+      for (int64_t r = 0; r < g.N; ++r) store_as<T>(out, r, row_loss[r]);
       return;
     }
     double total = 0.0;  // summed in row order whatever the thread count
     for (int64_t r = 0; r < g.N; ++r)
       if (pt[r] != g.ignore_index) total += static_cast<double>(row_loss[r]);
-    *out.data_ptr<T>() = static_cast<T>(mean ? total / static_cast<double>(count) : total);
+    store_as<T>(out, 0, static_cast<T>(mean ? total / static_cast<double>(count) : total));
   });
 }
 
-// dx[r] = (softmax(x[r]) - q) * g_r with g_r = dloss[r] (dloss_rows, the reduction "none")
-// or gall (sum: dloss, mean: dloss / count); 0 for ignored rows.
-template <class T>
-void cross_entropy_backward_rows(const T* px, const int64_t* ptg, const T* pl, const CrossEntropyRows& g,
-                                 const T* dloss_rows, T gall, T* pdx) {
-  const int64_t C = g.C;
-  const double eps = g.label_smoothing;
-  const T keep = static_cast<T>(1.0 - eps), spread = static_cast<T>(eps / static_cast<double>(C));
-  parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* dr = pdx + r * C;
-      if (ptg[r] == g.ignore_index) {
-        std::fill(dr, dr + C, T(0));
-        continue;
-      }
-      const T gscale = dloss_rows ? dloss_rows[r] : gall;
-      const T l = pl[r];
-      vec::map(px + r * C, dr, C, [=](auto v) { return vec::exp_nonpositive<T>(v - l) * gscale; });
-      if (eps == 0.0) {
-        dr[ptg[r]] -= gscale;
-      } else {
-        for (int64_t c = 0; c < C; ++c) dr[c] -= spread * gscale;
-        dr[ptg[r]] -= keep * gscale;
-      }
-    }
-  });
-}
-
-// The backward of cross_entropy_forward: dloss has N elements (reduce false) or is 0-d.
+// The backward of cross_entropy_forward: dloss has N elements (reduce false) or is 0-d, in the
+// loss's dtype; dx has x's. bfloat16 x: computed in float32 from the widened rows (and a
+// widened dloss), dx rounded once.
 inline void cross_entropy_backward(const Tensor& x, const Tensor& t, const Tensor& lse,
                                    const CrossEntropyRows& g, bool reduce, bool mean, int64_t count,
                                    const Tensor& dloss, const Tensor& dx) {
-  dispatch_float(x.dtype(), "cross_entropy_backward", [&](auto tag) {
+  dispatch_float(lse.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T gscale = !reduce ? T(0)
-                     : mean  ? static_cast<T>(dloss.item() / static_cast<double>(count))
-                             : static_cast<T>(dloss.item());
-    cross_entropy_backward_rows<T>(x.data_ptr<T>(), t.data_ptr<int64_t>(), lse.data_ptr<T>(), g,
-                                   reduce ? nullptr : dloss.data_ptr<T>(), gscale, dx.data_ptr<T>());
+    const T gall = !reduce ? T(0)
+                   : mean  ? static_cast<T>(dloss.item() / static_cast<double>(count))
+                           : static_cast<T>(dloss.item());
+    const Tensor dloss_rows = reduce ? Tensor() : dloss.to(lse.dtype());  // exact: bfloat16 widens
+    const T* pdl = reduce ? nullptr : dloss_rows.template data_ptr<T>();
+    const int64_t* pt = t.data_ptr<int64_t>();
+    const T* pl = lse.data_ptr<T>();
+    const int64_t C = g.C;
+    if constexpr (std::is_same_v<T, float>) {
+      if (x.dtype() == kBFloat16) {
+        const bf16* px = x.data_ptr<bf16>();
+        bf16* pdx = dx.data_ptr<bf16>();
+        const int64_t block = cross_entropy_widen_rows(C);
+        parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
+          const auto n = static_cast<std::size_t>(std::min(block, r1 - r0) * C);
+          std::vector<float> xf(n), dxf(n);
+          for (int64_t s0 = r0; s0 < r1; s0 += block) {
+            const int64_t rows = std::min(block, r1 - s0);
+            bf16_to_float_n(&px[s0 * C].bits, xf.data(), rows * C);
+            cross_entropy_backward_row_range<float>(xf.data(), pt + s0, pl + s0, g, pdl ? pdl + s0 : nullptr,
+                                                    gall, rows, dxf.data());
+            float_to_bf16_n(dxf.data(), &pdx[s0 * C].bits, rows * C);
+          }
+        });
+        return;
+      }
+    }
+    const T* px = x.data_ptr<T>();
+    T* pdx = dx.data_ptr<T>();
+    parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
+      cross_entropy_backward_row_range<T>(px + r0 * C, pt + r0, pl + r0, g, pdl ? pdl + r0 : nullptr, gall,
+                                          r1 - r0, pdx + r0 * C);
+    });
   });
 }
 

@@ -260,9 +260,13 @@ Tensor cross_entropy_backward_recorded(const Tensor& x, const Tensor& t, const k
   return ((softmax(x2, -1) - from_vector(q, {N, C}).to(dt)) * weights).reshape(x.shape());
 }
 
-// logits (..., C) (any layout), targets (...) int64: the checked, fused loss.
+// logits (..., C) (any layout), targets (...) int64: the checked, fused loss. bfloat16 logits
+// are computed in float32 (the kernels widen them a block of rows at a time), the loss has the
+// dtype loss_dtype (float32 under autocast, else bfloat16, rounded once) and the gradient is
+// rounded once to bfloat16: the bits of the loss on logits.to(kFloat32), without that copy.
 Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Tensor& targets,
-                                  const CrossEntropyOptions& o, const Shape& shown_input_shape) {
+                                  const CrossEntropyOptions& o, const Shape& shown_input_shape,
+                                  DType loss_dtype) {
   const Reduction red = parse_reduction(op, o.reduction);
   const double eps = o.label_smoothing;
   if (!(eps >= 0.0 && eps <= 1.0)) fail(op, "label_smoothing must be between 0.0 and 1.0, got ", eps);
@@ -282,8 +286,9 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
   }
   const kernels::CrossEntropyRows g{.N = N, .C = C, .ignore_index = ignore_index, .label_smoothing = eps};
   const bool reduce = red != Reduction::kNone, mean = red == Reduction::kMean;
-  Tensor lse = empty({N}, logits.dtype());  // log(sum(exp(row))), per row
-  Tensor out = reduce ? empty({}, logits.dtype()) : empty(tshape, logits.dtype());
+  const DType compute = logits.dtype() == kBFloat16 ? kFloat32 : logits.dtype();
+  Tensor lse = empty({N}, compute);  // log(sum(exp(row))), per row
+  Tensor out = reduce ? empty({}, loss_dtype) : empty(tshape, loss_dtype);
   kernels::cross_entropy_forward(contig(logits), pt, g, reduce, mean, count, lse, out);
   return record(
       "NllLossBackward0", out, {logits},
@@ -291,8 +296,12 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
         // in the forward pass loss_r = lse_r - sum_c q_c x[r, c] with
         // q = (1 - e) onehot(t_r) + e/C, so dx[r] = (softmax(x[r]) - q) * g_r,
         // g_r = dloss (sum), dloss / count (mean) or dloss[r] (none); 0 for ignored rows
-        if (GradMode::is_enabled()) {
-          grads.add(0, cross_entropy_backward_recorded(xs.get(), ts.get(), g, reduce, mean, count, dout));
+        if (GradMode::is_enabled()) {  // bfloat16: the float32 ops on widened copies, rounded once
+          const Tensor& x = xs.get();
+          const DType dt = x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+          grads.add(0,
+                    cross_entropy_backward_recorded(x.to(dt), ts.get(), g, reduce, mean, count, dout.to(dt))
+                        .to(x.dtype()));
           return;
         }
         Tensor dx = empty(xs.get().shape(), xs.get().dtype());
@@ -311,9 +320,10 @@ void check_ce_dtypes(const char* op, const Tensor& input, const Tensor& target) 
 
 }  // namespace
 
+// Under autocast, cross_entropy is on the float32 list (autocast.h): bfloat16 logits give a
+// float32 loss, computed as on logits.to(kFloat32) without making that copy.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
-  if (autocast::wants_fp32(input))
-    return cross_entropy(autocast::to_fp32(input), target, options);  // autocast.h
+  const DType loss_dtype = autocast::wants_fp32(input) ? kFloat32 : input.dtype();
   profiler::RecordFunction rec("cross_entropy");
   const char* op = "cross_entropy";
   if (input.dim() == 0)
@@ -327,20 +337,18 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
          input.dim() == 3 && target.shape().size() == 2
              ? "; for class-last (B, T, C) logits use cross_entropy_last_dim or flatten(0, 1)"
              : "");
-  if (input.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
-    return cross_entropy(input.to(kFloat32), target, options).to(kBFloat16);
-  if (input.dim() <= 2) return cross_entropy_classes_last(op, input, target, options, input.shape());
+  if (input.dim() <= 2)
+    return cross_entropy_classes_last(op, input, target, options, input.shape(), loss_dtype);
   std::vector<int64_t> order;  // (N, C, d1, ..., dk) -> (N, d1, ..., dk, C)
   order.push_back(0);
   for (int64_t d = 2; d < input.dim(); ++d) order.push_back(d);
   order.push_back(1);
-  return cross_entropy_classes_last(op, input.permute(order), target, options, input.shape());
+  return cross_entropy_classes_last(op, input.permute(order), target, options, input.shape(), loss_dtype);
 }
 
 Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
                               const CrossEntropyOptions& options) {
-  if (autocast::wants_fp32(logits))
-    return cross_entropy_last_dim(autocast::to_fp32(logits), targets, options);
+  const DType loss_dtype = autocast::wants_fp32(logits) ? kFloat32 : logits.dtype();
   profiler::RecordFunction rec("cross_entropy_last_dim");
   const char* op = "cross_entropy_last_dim";
   if (logits.dim() == 0) fail(op, "logits must have a class dim (the last), got shape ", logits.shape());
@@ -349,9 +357,7 @@ Tensor cross_entropy_last_dim(const Tensor& logits, const Tensor& targets,
   if (targets.shape() != expected)
     fail(op, "expected targets of shape ", expected, " for logits of shape ", logits.shape(),
          " (classes in the last dim), got targets of shape ", targets.shape());
-  if (logits.dtype() == kBFloat16)  // computed in float32; the loss and the gradient rounded once
-    return cross_entropy_last_dim(logits.to(kFloat32), targets, options).to(kBFloat16);
-  return cross_entropy_classes_last(op, logits, targets, options, logits.shape());
+  return cross_entropy_classes_last(op, logits, targets, options, logits.shape(), loss_dtype);
 }
 
 // ---------------------------------------------------------------- mse_loss
