@@ -259,6 +259,14 @@ bool Grads::wants(std::size_t i) const {
   return i < node_.next.size() && node_.next[i].wants() && (task_ == nullptr || task_->wants(node_.next[i]));
 }
 
+Tensor Grads::reuse_saved(const SavedTensor& saved) const {
+  const Tensor& t = saved.tensor_;
+  if (task_ == nullptr || task_->retain_graph || GradMode::is_enabled() || !t.defined() ||
+      t.version() != saved.version_ || !exclusively_owned(t))
+    return Tensor();
+  return t;
+}
+
 void Grads::add(std::size_t i, Tensor g) {
   if (i >= node_.next.size())
     fail(node_.name.c_str(), "backward handed a gradient for input ", i, " but the op has ",

@@ -91,6 +91,7 @@ class SavedTensor {
 
  private:
   Tensor with_history() const;
+  friend class Grads;  // reuse_saved
 
   Tensor tensor_;
   uint64_t version_ = 0;
@@ -124,6 +125,12 @@ class Grads {
  public:
   bool wants(std::size_t input) const;       // does input i need a gradient?
   void add(std::size_t input, Tensor grad);  // accumulate d(loss)/d(input i)
+  // The tensor `saved` holds, for the backward to write its result over (a gradient of the
+  // same shape and dtype, each element read before it is written), when nothing can read it
+  // again: this pass frees the node's saved tensors once it has run (no retain_graph, grad
+  // mode off), and the saved tensor is the only handle on a contiguous buffer it covers
+  // exactly (the caller kept no tensor or view of it). Else undefined: allocate as usual.
+  Tensor reuse_saved(const SavedTensor& saved) const;
 
   // internals
   explicit Grads(Node& node);

@@ -304,9 +304,12 @@ Tensor cross_entropy_classes_last(const char* op, const Tensor& logits, const Te
                         .to(x.dtype()));
           return;
         }
-        Tensor dx = empty(xs.get().shape(), xs.get().dtype());
-        kernels::cross_entropy_backward(contig(xs.get()), ts.get(), lse, g, reduce, mean, count, contig(dout),
-                                        dx);
+        // dx is written over the saved logits when nothing reads them again (the caller kept
+        // no handle on them): the kernels read each row before writing it
+        Tensor dx = grads.reuse_saved(xs);
+        const Tensor x = dx.defined() ? dx : contig(xs.get());
+        if (!dx.defined()) dx = empty(x.shape(), x.dtype());
+        kernels::cross_entropy_backward(x, ts.get(), lse, g, reduce, mean, count, contig(dout), dx);
         grads.add(0, std::move(dx));
       });
 }
