@@ -12,11 +12,11 @@
 namespace xgrad_examples {
 namespace {
 
-// Floats alive at the peak of a step (the end of the forward pass and the start of backward):
-// per token and layer, x emb_dim (layer norms, q/k/v, attention output, the 4 x emb
-// feed-forward, dropout masks, residuals); per attention score and layer (the fused attention
-// keeps the causal half of its probabilities and a bit mask of its dropout, and draws a byte
-// mask while it runs); per token, x vocabulary (the logits, which cross_entropy keeps, and
+// Floats alive at the peak of a step (the end of the forward pass and the start of backward): per
+// token and layer, x emb_dim (layer norms, q/k/v, attention output, the 4 x emb feed-forward,
+// dropout masks, residuals); per attention score and layer (the fused attention keeps the causal
+// half of its probabilities and a bit mask of its dropout, and draws a byte mask while it runs);
+// per token, x vocabulary (the logits, which cross_entropy keeps and its backward overwrites with
 // their gradient); per token, x emb_dim outside the blocks (embeddings, final norm, their
 // gradients, workspace). Fitted to two scales at once: the estimate bounds the
 // xgrad::memory_stats() peaks of the tiny to small GPTs of tests/train/test_memory.cpp (where
@@ -25,22 +25,22 @@ namespace {
 // vocabulary-sized logits and the attention scores dominating there.
 constexpr double kPerTokenPerLayer = 16.5;  // x emb_dim
 constexpr double kPerScorePerLayer = 0.6;   // x n_heads x T x T
-constexpr double kPerTokenLogits = 2;       // x vocab: the logits and their gradient
+constexpr double kPerTokenLogits = 1.1;     // x vocab: the logits, then their gradient in place
 constexpr double kPerTokenEmbed = 20;       // x emb_dim: embeddings, final norm, their gradients, workspace
 
 // The same, in bytes, for a step whose forward pass runs under autocast (--dtype bf16), fitted
 // the same way. Per token and layer a GPT block keeps less than in float32 (x emb_dim): its
 // input and the residual (float32), the bfloat16 casts its linears read, q/k/v cast back to
 // float32 for the fused attention, the feed-forward's 4 x emb_dim hidden and GELU outputs in
-// bfloat16, the dropout masks. Per token x vocabulary more: the bfloat16 logits, their float32
-// cast for the loss and its gradient, and the gradient rounded to bfloat16 (the output
-// layer's GEMMs widen and round in bounded blocks, gemm_bf16_kernel.h).
+// bfloat16, the dropout masks. Per token x vocabulary less: the bfloat16 logits, which the
+// loss widens a block of rows at a time and overwrites with their bfloat16 gradient (the
+// output layer's GEMMs widen and round in bounded blocks too, gemm_bf16_kernel.h).
 struct BytesPer {
   double token_layer, token_logits, token_embed, score_layer;
 };
 constexpr BytesPer kFloat32Bytes{4 * kPerTokenPerLayer, 4 * kPerTokenLogits, 4 * kPerTokenEmbed,
                                  4 * kPerScorePerLayer};
-constexpr BytesPer kBFloat16Bytes{47, 9.6, 80, 4 * kPerScorePerLayer};
+constexpr BytesPer kBFloat16Bytes{47, 2.6, 80, 4 * kPerScorePerLayer};
 
 std::optional<double> read_number(const char* path) {
   std::ifstream in(path);
