@@ -3,7 +3,8 @@
 // cross_entropy (classes in the last dim), mse_loss.
 //
 // The operands are contiguous tensors of one float dtype (the op checks them, and makes them
-// contiguous); a backward writes fresh gradient tensors, never accumulating. Rows are split
+// contiguous; bfloat16 layer_norm and cross_entropy keep their statistics in float32); a
+// backward writes gradient tensors, never accumulating into them. Rows are split
 // over xgrad's pool, each computed whole; layer_norm's weight/bias gradients add per-block
 // partials in block order and cross_entropy sums its per-row losses in row order, so the
 // results do not depend on the thread count.
@@ -358,7 +359,8 @@ inline void cross_entropy_forward(const Tensor& x, const int64_t* pt, const Cros
 
 // The backward of cross_entropy_forward: dloss has N elements (reduce false) or is 0-d, in the
 // loss's dtype; dx has x's. bfloat16 x: computed in float32 from the widened rows (and a
-// widened dloss), dx rounded once.
+// widened dloss), dx rounded once. dx may be x itself (Grads::reuse_saved): every row, or
+// block of rows, is read before it is written.
 inline void cross_entropy_backward(const Tensor& x, const Tensor& t, const Tensor& lse,
                                    const CrossEntropyRows& g, bool reduce, bool mean, int64_t count,
                                    const Tensor& dloss, const Tensor& dx) {
