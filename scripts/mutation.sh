@@ -63,8 +63,7 @@ sigmoid-drop-term|core/src/kernels/activation_kernel.h|px[i] = pd[i] * (T(1) - p
 gelu-tanh-scale|core/src/kernels/vec_math.h|const auto left_derivative = T(0.5) * right;|const auto left_derivative = T(0.505) * right;
 gelu-dout-contig|core/src/ops/activation.cpp|kernels::gelu_backward(contig(xv), contig(dout), dx, tanh_approx);|kernels::gelu_backward(contig(xv), dout, dx, tanh_approx);
 sdpa-dout-as-laid-out|core/src/ops/attention.cpp|const Tensor dout = row_readable(grad);|const Tensor dout = grad.detach();
-sdpa-readable-any-row-stride|core/src/ops/attention.cpp|(rows <= 1 \|\| t.stride(-2) >= cols)|(rows <= 1 \|\| t.stride(-2) >= 0)
-sdpa-readable-any-col-stride|core/src/ops/attention.cpp|(cols <= 1 \|\| t.stride(-1) == 1)|(cols <= 1 \|\| t.stride(-1) >= 1)
+sdpa-readable-any-col-stride|core/src/ops/attention.cpp|t.size(-1) <= 1 \|\| t.stride(-1) == 1)|t.size(-1) <= 1 \|\| t.stride(-1) >= 1)
 sdpa-dq-sign|core/src/kernels/attention_backward.h|rows_form<T, true>(rows, p.E, n, ds + off, W, k, ldk, T(1), dq + i0 * lddq, lddq);|rows_form<T, true>(rows, p.E, n, ds + off, W, k, ldk, T(-1), dq + i0 * lddq, lddq);
 sdpa-rowsum-drop-chain|core/src/kernels/attention_backward.h|const V<T> r = (s0 + s1) + (s2 + s3);|const V<T> r = (s0 + s1) + s2;
 sdpa-dv-wrong-saved|core/src/kernels/attention_backward.h|keys_product(bl, dropped ? wd : w, dob, lddob, p.Ev, dv, lddv);|keys_product(bl, w, dob, lddob, p.Ev, dv, lddv);

@@ -368,6 +368,50 @@ TEST(ScaledDotProductAttention, LayoutsNeedNoCopies) {
       scaled_dot_product_attention(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4})).is_contiguous());
 }
 
+// Inputs whose rows overlap in memory: a query, key and value expanded along the sequence
+// (row stride 0, one row's memory for all of them), read in place. The same bits, forward and
+// backward, as on contiguous copies of them, with whole-vector head dims (32) and ragged ones.
+TEST(ScaledDotProductAttention, OverlappingRowsGiveTheBitsOfContiguousCopies) {
+  for (int64_t E : {int64_t{8}, int64_t{32}}) {
+    Generator init(31);
+    Tensor base_q = randn({2, 3, 1, E}, &init).requires_grad_();
+    Tensor base_kv = randn({2, 3, 1, E}, &init).requires_grad_();
+    const Tensor g = randn({2, 3, 40, E}, &init);
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "E " << E << " causal " << causal);
+      auto run = [&](bool copies) {  // out, dq, d(k and v)
+        base_q.set_grad(Tensor());
+        base_kv.set_grad(Tensor());
+        Tensor q = base_q.expand({2, 3, 40, E}), kv = base_kv.expand({2, 3, 33, E});
+        EXPECT_EQ(kv.stride(-2), 0);
+        if (copies) q = q.contiguous(), kv = kv.contiguous();
+        const Tensor out = scaled_dot_product_attention(q, kv, kv, 0.0, causal);
+        out.backward(g);
+        return std::vector<Tensor>{out.detach(), base_q.grad(), base_kv.grad()};
+      };
+      const std::vector<Tensor> in_place = run(false), copied = run(true);
+      expect_close(in_place[0], copied[0], 0, 0, "out");
+      expect_close(in_place[1], copied[1], 0, 0, "dq");
+      expect_close(in_place[2], copied[2], 0, 0, "dk + dv");
+    }
+  }
+}
+
+// An expanded key and value are not copied: attention over 200,000 keys expanded from one row
+// allocates its output and small per-thread blocks, not the 200,000-row matrices.
+TEST(ScaledDotProductAttention, ExpandedKeysAreReadWithoutACopy) {
+  const int64_t S = 200000, E = 16;
+  const Tensor q = randn({1, 1, 4, E}), kv = randn({1, 1, 1, E}).expand({1, 1, S, E});
+  NoGradGuard no_grad;
+  reset_peak_memory_stats();
+  const int64_t before = memory_stats().current_bytes;
+  const Tensor out = scaled_dot_product_attention(q, kv, kv);
+  const int64_t extra = memory_stats().peak_bytes - before;
+  EXPECT_LT(extra, S * E * 4 / 4) << "a copy of the key alone is " << S * E * 4 << " bytes";
+  const Tensor copied = kv.contiguous();
+  expect_close(out, scaled_dot_product_attention(q, copied, copied), 0, 0, "out");
+}
+
 TEST(ScaledDotProductAttention, EmptySequences) {
   Tensor q = randn({2, 3, 4}).requires_grad_(), k = randn({2, 0, 4}).requires_grad_();
   Tensor v = randn({2, 0, 5}).requires_grad_();

@@ -60,11 +60,11 @@ namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 using kernels::Params;
 
-// t itself when the kernel can read each of its matrices in place (unit-stride rows that do
-// not overlap), else an unrecorded contiguous copy.
+// t itself when the kernel can read each of its matrices in place (unit-stride rows, at any
+// row stride: the kernels only read them, so rows may overlap, as an expanded key's do), else
+// an unrecorded contiguous copy.
 Tensor row_readable(const Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  if ((cols <= 1 || t.stride(-1) == 1) && (rows <= 1 || t.stride(-2) >= cols)) return t.detach();
+  if (t.size(-1) <= 1 || t.stride(-1) == 1) return t.detach();
   Tensor c = empty(t.shape(), t.dtype());
   kernels::copy_into(c, t);
   return c;
