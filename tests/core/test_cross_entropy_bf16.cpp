@@ -112,7 +112,8 @@ TEST(CrossEntropyBFloat16, ClassesInDimOneAsTheFloat32Op) {
   const Tensor logits3 = bf16_logits({4, 300, 6}, 9), t3 = targets_for({4, 6}, 300, 10);
   const Tensor one = tensor<float>({1.0f}).reshape({});
   for (bool in_autocast : {false, true}) {
-    for (const auto& [x, t] : {std::pair{logits2, t2}, std::pair{logits3, t3}}) {
+    for (const auto& logits_and_targets : {std::pair{logits2, t2}, std::pair{logits3, t3}}) {
+      const Tensor &x = logits_and_targets.first, &t = logits_and_targets.second;
       const LossAndGrad twin = run(x, one, [&](const Tensor& v) {
         Tensor loss = cross_entropy(v.to(kFloat32), t);
         return in_autocast ? loss : loss.to(kBFloat16);
