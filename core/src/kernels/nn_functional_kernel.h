@@ -294,13 +294,22 @@ void cross_entropy_backward_row_range(const T* x, const int64_t* pt, const T* pl
 
 // bfloat16 logits are computed in float32 a block of rows at a time: each thread widens its
 // rows into a float32 buffer of at most kCrossEntropyWidenFloats (one row at least) and runs
-// the float32 rows on it. Rows are independent, so lse, the losses and the gradient (rounded
-// once) have the bits of the float32 kernel on a widened copy of the logits, which is never
-// made whole.
+// the float32 rows on it (the backward in place, then rounded back). Rows are independent, so
+// lse, the losses and the gradient (rounded once) have the bits of the float32 kernel on a
+// widened copy of the logits, which is never made whole.
 constexpr int64_t kCrossEntropyWidenFloats = int64_t{1} << 16;
 
-inline int64_t cross_entropy_widen_rows(int64_t C) {
-  return std::max<int64_t>(1, kCrossEntropyWidenFloats / C);
+// body(s0, xf, rows) for the blocks of rows [s0, s0 + rows) of [r0, r1), xf their C values
+// each widened to float32 (body may write over them).
+template <class Body>
+void for_widened_row_blocks(const bf16* x, int64_t C, int64_t r0, int64_t r1, Body&& body) {
+  const int64_t block = std::max<int64_t>(1, kCrossEntropyWidenFloats / C);
+  std::vector<float> xf(static_cast<std::size_t>(std::min(block, r1 - r0) * C));
+  for (int64_t s0 = r0; s0 < r1; s0 += block) {
+    const int64_t rows = std::min(block, r1 - s0);
+    bf16_to_float_n(&x[s0 * C].bits, xf.data(), rows * C);
+    body(s0, xf.data(), rows);
+  }
 }
 
 // The per-row losses (T: the compute dtype, float32 for bfloat16 logits) into row_loss (N)
@@ -310,15 +319,10 @@ void cross_entropy_rows(const Tensor& x, const int64_t* pt, const CrossEntropyRo
   const int64_t C = g.C;
   if constexpr (std::is_same_v<T, float>) {
     if (x.dtype() == kBFloat16) {
-      const bf16* px = x.data_ptr<bf16>();
-      const int64_t block = cross_entropy_widen_rows(C);
       parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
-        std::vector<float> xf(static_cast<std::size_t>(std::min(block, r1 - r0) * C));
-        for (int64_t s0 = r0; s0 < r1; s0 += block) {
-          const int64_t rows = std::min(block, r1 - s0);
-          bf16_to_float_n(&px[s0 * C].bits, xf.data(), rows * C);
-          cross_entropy_row_range<float>(xf.data(), pt + s0, g, rows, pl + s0, row_loss + s0);
-        }
+        for_widened_row_blocks(x.data_ptr<bf16>(), C, r0, r1, [&](int64_t s0, float* xf, int64_t rows) {
+          cross_entropy_row_range<float>(xf, pt + s0, g, rows, pl + s0, row_loss + s0);
+        });
       });
       return;
     }
@@ -376,19 +380,13 @@ inline void cross_entropy_backward(const Tensor& x, const Tensor& t, const Tenso
     const int64_t C = g.C;
     if constexpr (std::is_same_v<T, float>) {
       if (x.dtype() == kBFloat16) {
-        const bf16* px = x.data_ptr<bf16>();
         bf16* pdx = dx.data_ptr<bf16>();
-        const int64_t block = cross_entropy_widen_rows(C);
         parallel_rows(g.N, C, kGrainMath, [&](int64_t r0, int64_t r1) {
-          const auto n = static_cast<std::size_t>(std::min(block, r1 - r0) * C);
-          std::vector<float> xf(n), dxf(n);
-          for (int64_t s0 = r0; s0 < r1; s0 += block) {
-            const int64_t rows = std::min(block, r1 - s0);
-            bf16_to_float_n(&px[s0 * C].bits, xf.data(), rows * C);
-            cross_entropy_backward_row_range<float>(xf.data(), pt + s0, pl + s0, g, pdl ? pdl + s0 : nullptr,
-                                                    gall, rows, dxf.data());
-            float_to_bf16_n(dxf.data(), &pdx[s0 * C].bits, rows * C);
-          }
+          for_widened_row_blocks(x.data_ptr<bf16>(), C, r0, r1, [&](int64_t s0, float* xf, int64_t rows) {
+            cross_entropy_backward_row_range<float>(xf, pt + s0, pl + s0, g, pdl ? pdl + s0 : nullptr, gall,
+                                                    rows, xf);
+            float_to_bf16_n(xf, &pdx[s0 * C].bits, rows * C);
+          });
         });
         return;
       }
