@@ -377,6 +377,9 @@ def report_targets(rows):
             # a Llama row against the GPT row of its size: at least its ratio and its MFU
             "gpt_ratio": gpt["ratio"] if gpt else None,
             "gpt_mfu": gpt["mfu"] if gpt else None,
+            # the GPT's ratio at torch's measured Llama MFU: what xgrad's Llama MFU must be
+            "gpt_ratio_needs_mfu": (round(r["torch_mfu"] * gpt["ratio"], 4)
+                                    if gpt and r["torch_mfu"] is not None else None),
             "vs_gpt_verdict": (("met" if r["ratio"] >= gpt["ratio"] and r["mfu"] is not None
                                 and gpt["mfu"] is not None and r["mfu"] >= gpt["mfu"] else "short")
                                if gpt else "-"),
@@ -387,11 +390,13 @@ def report_targets(rows):
     print()
     print("targets; 'needs MFU' = the MFU xgrad needs for the ratio goal at torch's "
           "measured MFU (fwd: forward only); MFU against the FMA peak; a Llama row's "
-          "'vs GPT': the GPT row of its config and threads, met at its ratio and MFU or above")
+          "'vs GPT': the GPT row of its config and threads, met at its ratio and MFU or above "
+          "(needs MFU: the MFU the Llama needs for the GPT's ratio at torch's Llama MFU)")
     print(hdr)
     print("-" * (len(hdr) + 6))
     for t in out:
-        vs_gpt = (f"{t['gpt_ratio']:.2f}, {pct(t['gpt_mfu'])}: {t['vs_gpt_verdict']}"
+        vs_gpt = (f"{t['gpt_ratio']:.2f} (needs MFU {pct(t['gpt_ratio_needs_mfu'])}), "
+                  f"{pct(t['gpt_mfu'])}: {t['vs_gpt_verdict']}"
                   if t["gpt_ratio"] is not None else "")
         print(f"{t['arch']:<5} {t['config']:<7} {t['dtype']:<5} {t['threads']:>3} "
               f"{t['ratio']:>6.2f} / {t['ratio_target']:>3.1f} {pct(t['ratio_needs_mfu']):>9} "
