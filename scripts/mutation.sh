@@ -99,6 +99,9 @@ ce-target-term-scale|core/src/kernels/nn_functional_kernel.h|dr[pt[r]] -= gscale
 ce-bf16-dloss-rows|core/src/kernels/nn_functional_kernel.h|pt + s0, pl + s0, g, pdl ? pdl + s0 : nullptr,|pt + s0, pl + s0, g, pdl,
 emb-repeats-overwrite|core/src/kernels/nn_functional_kernel.h|for (int64_t k = k0; k < k1; ++k) row[k] += src[k];|for (int64_t k = k0; k < k1; ++k) row[k] = src[k];
 engine-always-owned|core/src/autograd.cpp|    owned = exclusively_owned(g);|    owned = true;
+rope-bf16-backward-untransposed|core/src/kernels/rotary_kernel.h|return rotary::rotate_rows_bf16<true>(|return rotary::rotate_rows_bf16<false>(
+rope-bf16-out-at-x-offset|core/src/kernels/rotary_kernel.h|float_to_bf16_n(buf.data() + D, &out[r * D].bits, D);|float_to_bf16_n(buf.data() + D, &out[off].bits, D);
+silu-bf16-db-from-da|core/src/kernels/silu_mul_kernel.h|if (pdb) float_to_bf16_n(dbf, &pdb[i].bits, m);|if (pdb) float_to_bf16_n(daf, &pdb[i].bits, m);
 EOF
 )
 

@@ -86,8 +86,9 @@ constexpr double kLlamaPerTokenPerLayer = 14;  // x emb_dim
 constexpr double kLlamaPerTokenHidden = 5;     // x hidden_dim
 
 // Under autocast (bf16) the state adds the weight cast cache (every parameter but the norms
-// and an untied embedding, 2 bytes each); the activations keep the float32 factors, an upper
-// bound (autocast halves the linears' outputs but adds their casts).
+// and an untied embedding, 2 bytes each), and the blocks' activations and the logits shrink
+// as the GPT's do (the linears' outputs, RoPE's rotations and SwiGLU's product in bfloat16;
+// the residual stream and the norms in float32): the GPT's bfloat16 bytes per float32 float.
 MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t batch_size, bool bf16) {
   const double V = double(c.vocab_size), T = double(c.context_length), C = double(c.emb_dim),
                H = double(c.n_heads), L = double(c.n_layers), B = double(batch_size);
@@ -95,11 +96,12 @@ MemoryEstimate estimate_training_memory(const xgrad::nn::LlamaConfig& c, int64_t
   e.parameters = double(xgrad::nn::num_parameters(c));
   e.state_bytes = 16 * e.parameters + 8 * T * double(c.head_dim());  // + the RoPE tables
   if (bf16) e.state_bytes += 2 * (e.parameters - (c.tie_weights ? 0 : V * C) - (2 * L + 1) * C);
+  const BytesPer& per = bf16 ? kBFloat16Bytes : kFloat32Bytes;
+  const double block_bytes = per.token_layer / kPerTokenPerLayer;  // a block's bytes a float32 float
   const double tokens = B * T;
   e.activation_bytes =
-      4 *
-      (tokens * L * (kLlamaPerTokenPerLayer * C + kLlamaPerTokenHidden * double(c.hidden_dim)) +
-       tokens * C * kPerTokenEmbed + B * H * T * T * kPerScorePerLayer * L + tokens * V * kPerTokenLogits);
+      tokens * L * block_bytes * (kLlamaPerTokenPerLayer * C + kLlamaPerTokenHidden * double(c.hidden_dim)) +
+      tokens * C * per.token_embed + B * H * T * T * per.score_layer * L + tokens * V * per.token_logits;
   return e;
 }
 

@@ -99,9 +99,12 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t
          x.shape(), ") are outside the tables' context_length ", context_length, " (cos of shape ",
          cos.shape(), ")");
 
-  // the rows of positions offset .. offset + seq - 1, (seq, head_dim), broadcast over batch and heads
-  Tensor c = cos.narrow(0, offset, seq).to(x.dtype());
-  Tensor s = sin.narrow(0, offset, seq).to(x.dtype());
+  // the rows of positions offset .. offset + seq - 1, (seq, head_dim), broadcast over batch and
+  // heads; in x's dtype, but float32 for a bfloat16 x (the book's float32 tables: the rotation
+  // is computed in float32 and rounded once to x's dtype)
+  const DType table_dtype = x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  Tensor c = cos.narrow(0, offset, seq).to(table_dtype);
+  Tensor s = sin.narrow(0, offset, seq).to(table_dtype);
   return apply_rotary_emb(x, c, s);  // x * c + cat(-x2, x1) * s
 }
 

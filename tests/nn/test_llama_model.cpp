@@ -144,6 +144,37 @@ TEST(LlamaModel, LogitsLossAndGradientsMatchTorch) {
   }
 }
 
+// Under autocast(kBFloat16) (torch.autocast("cpu", dtype=torch.bfloat16),
+// gen_llama_autocast.py): the linear layers run in bfloat16, so RoPE and SwiGLU's product get
+// bfloat16 queries, keys and activations; the logits are bfloat16, the loss float32, and the
+// parameters and their gradients stay float32. torch's attention multiplies in bfloat16 where
+// xgrad's fused kernel computes in float32, so the two agree to bfloat16's resolution only
+// (measured: 0.4% of the largest logit, at most 0.93% of a gradient's largest element, about
+// as far as the float32 run is from torch's autocast one); a wrong gradient is off by its
+// own size. The bfloat16 arithmetic itself is pinned bit for bit by test_llama_ops_bf16.cpp.
+TEST(LlamaModel, AutocastBFloat16MatchesTorch) {
+  const Fixture& fx = fixture();
+  static const Fixture ac = read_fixture(XGRAD_FIXTURES_DIR "/llama_autocast.txt");
+  expect_close(ac.get("in_idx"), fx.get("in_idx"), 0, 0, "in_idx");
+  expect_close(ac.get("targets"), fx.get("targets"), 0, 0, "targets");
+  auto model = model_from_fixture(kSmall);
+  Tensor logits, loss;
+  {
+    autocast guard(kBFloat16);
+    logits = (*model)(fx.get("in_idx"));
+    loss = cross_entropy(logits.flatten(0, 1), fx.get("targets").flatten());
+  }
+  ASSERT_EQ(logits.dtype(), kBFloat16);
+  ASSERT_EQ(loss.dtype(), kFloat32);
+  expect_rel(logits.to(kFloat32), ac.get("autocast.logits"), 1e-2, "logits");
+  expect_close(loss, ac.get("autocast.loss"), 2e-3, 0, "loss");
+  loss.backward();
+  for (const auto& [name, p] : model->named_parameters()) {
+    ASSERT_EQ(p.grad().dtype(), kFloat32) << name;
+    expect_rel(p.grad(), ac.get("autocast.grad." + name), 2e-2, "grad." + name);
+  }
+}
+
 // In float64 (the float32 weights and RoPE tables converted, as torch's model.double()): an
 // AdamW step's first update is lr * g / (|g| + eps), about lr * sign(g), which float32 rounding
 // decides for the gradient elements near 0 (see gen_llama_model.py). The RoPE tables are

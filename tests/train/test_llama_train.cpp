@@ -188,18 +188,25 @@ TEST(LlamaTrainer, ResumeTakesTheArchFromTheCheckpoint) {
   EXPECT_NE(r.out.find("arch llama in the checkpoint vs gpt now"), std::string::npos) << r.out;
 }
 
-// As test_memory.cpp's test for the GPT: the estimate bounds what a step really allocates.
+// As test_memory.cpp's test for the GPT: the estimate bounds what a step really allocates, in
+// float32 and under --dtype bf16.
 TEST(LlamaTrainer, MemoryEstimateBoundsTheMeasuredPeak) {
   spdlog::set_level(spdlog::level::warn);
-  for (auto [ctx, emb, heads, layers, batch] : std::vector<std::array<int64_t, 5>>{
-           {16, 32, 4, 1, 8}, {64, 64, 4, 2, 16}, {128, 32, 2, 2, 4}, {32, 128, 4, 3, 8}}) {
+  for (auto [ctx, emb, heads, layers, batch, bf16] :
+       std::vector<std::array<int64_t, 6>>{{16, 32, 4, 1, 8, 0},
+                                           {64, 64, 4, 2, 16, 0},
+                                           {128, 32, 2, 2, 4, 0},
+                                           {32, 128, 4, 3, 8, 0},
+                                           {64, 64, 4, 2, 16, 1},
+                                           {32, 128, 4, 3, 8, 1}}) {
     TempDir tmp;
     TrainOptions o = llama_options(tmp / "ck");
     o.model = {.context_length = ctx, .emb_dim = emb, .n_heads = heads, .n_layers = layers, .drop_rate = 0.0};
     o.batch_size = batch;
+    o.dtype = bf16 ? "bf16" : "fp32";
     Corpus corpus = make_corpus(generated_text() + generated_text(), ctx, "generated");
     o.model.vocab_size = corpus.tokenizer->vocab_size();
-    const MemoryEstimate e = estimate_training_memory(llama_config(o), batch);
+    const MemoryEstimate e = estimate_training_memory(llama_config(o), batch, bf16 != 0);
     xgrad::empty_cache();
     const int64_t base = xgrad::memory_stats().current_bytes;
     xgrad::reset_peak_memory_stats();
@@ -210,11 +217,13 @@ TEST(LlamaTrainer, MemoryEstimateBoundsTheMeasuredPeak) {
       t.train(nullptr, nullptr, /*stop_after=*/2);
       measured = double(xgrad::memory_stats().peak_bytes - base);
     }
-    EXPECT_GE(e.total_bytes(), measured) << ctx << " " << emb << " " << layers << " " << batch;
-    EXPECT_LE(e.total_bytes(), 2.0 * measured) << ctx << " " << emb << " " << layers << " " << batch;
-    std::cout << "llama ctx " << ctx << " emb " << emb << " layers " << layers << " batch " << batch
-              << ": estimate " << format_bytes(e.total_bytes()) << ", measured " << format_bytes(measured)
-              << "\n";
+    EXPECT_GE(e.total_bytes(), measured)
+        << ctx << " " << emb << " " << layers << " " << batch << " " << o.dtype;
+    EXPECT_LE(e.total_bytes(), 2.0 * measured)
+        << ctx << " " << emb << " " << layers << " " << batch << " " << o.dtype;
+    std::cout << "llama " << o.dtype << " ctx " << ctx << " emb " << emb << " layers " << layers << " batch "
+              << batch << ": estimate " << format_bytes(e.total_bytes()) << ", measured "
+              << format_bytes(measured) << "\n";
   }
   spdlog::set_level(spdlog::level::info);
 }

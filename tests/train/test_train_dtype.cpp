@@ -1,7 +1,7 @@
 // tests/train/test_train_dtype.cpp: train_lm --dtype bf16 (the forward pass and its loss under
-// xgrad::autocast): the flag parses, is checked and saved; a bf16 run trains (its loss falls)
-// on float32 weights and moments, takes different steps than the float32 run (so autocast
-// really ran) yet stays close to it, and its checkpoint holds float32 tensors.
+// xgrad::autocast): the flag parses, is checked and saved; a bf16 run, GPT or Llama, trains
+// (its loss falls) on float32 weights and moments, takes different steps than the float32 run
+// (so autocast really ran) yet stays close to it, and its checkpoint holds float32 tensors.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -18,8 +18,9 @@ using train_test::TempDir;
 
 namespace {
 
-TrainOptions options(const fs::path& dir, const std::string& dtype) {
+TrainOptions options(const fs::path& dir, const std::string& dtype, const std::string& arch = "gpt") {
   TrainOptions o;
+  o.arch = arch;
   o.model = {.vocab_size = 0,
              .context_length = 16,
              .emb_dim = 32,
@@ -56,13 +57,16 @@ TEST(TrainLmDtype, FlagParsesIsCheckedAndSaved) {
   }
 }
 
-TEST(TrainLmDtype, Bf16TrainsFloat32WeightsCloseToTheFloat32Run) {
+// the GPT and the Llama (whose RoPE and SwiGLU then see bfloat16 queries, keys and activations)
+class TrainLmDtypeArch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainLmDtypeArch, Bf16TrainsFloat32WeightsCloseToTheFloat32Run) {
   spdlog::set_level(spdlog::level::warn);
   TempDir tmp;
   const std::string text = train_test::ishmael_corpus();
-  Trainer fp32(options(tmp / "fp32", "fp32"), make_corpus(text, 16, "text"));
+  Trainer fp32(options(tmp / "fp32", "fp32", GetParam()), make_corpus(text, 16, "text"));
   const TrainResult r32 = fp32.train();
-  Trainer bf16(options(tmp / "bf16", "bf16"), make_corpus(text, 16, "text"));
+  Trainer bf16(options(tmp / "bf16", "bf16", GetParam()), make_corpus(text, 16, "text"));
   const TrainResult r16 = bf16.train();
   ASSERT_EQ(r16.history.size(), 30u);
   EXPECT_LT(r16.history.back().train_loss, r16.history.front().train_loss - 0.5);  // it learns
@@ -72,7 +76,8 @@ TEST(TrainLmDtype, Bf16TrainsFloat32WeightsCloseToTheFloat32Run) {
               0.01 * r32.history.front().train_loss);
   ASSERT_TRUE(r16.last_val_loss && r32.last_val_loss);
   EXPECT_NEAR(*r16.last_val_loss, *r32.last_val_loss, 0.05 * *r32.last_val_loss);
-  for (const auto& [name, p] : bf16.model().named_parameters()) EXPECT_EQ(p.dtype(), xgrad::kFloat32) << name;
+  for (const auto& [name, p] : bf16.module().named_parameters())
+    EXPECT_EQ(p.dtype(), xgrad::kFloat32) << name;
   ASSERT_TRUE(r16.last_checkpoint);  // saved at the last step
   const xgrad::io::Checkpoint ck = train_test::load_checkpoint_files(*r16.last_checkpoint);
   for (const auto& file : {"model.safetensors", "train_state.safetensors"})
@@ -80,6 +85,9 @@ TEST(TrainLmDtype, Bf16TrainsFloat32WeightsCloseToTheFloat32Run) {
       if (xgrad::is_floating(t.dtype())) EXPECT_EQ(t.dtype(), xgrad::kFloat32) << file << " " << name;
   spdlog::set_level(spdlog::level::info);
 }
+
+INSTANTIATE_TEST_SUITE_P(Arch, TrainLmDtypeArch, ::testing::Values("gpt", "llama"),
+                         [](const auto& info) { return info.param; });
 
 // --dtype bf16 with --activation-checkpointing: the blocks' reruns in backward run under the
 // forward's autocast, so the run takes the same steps, bit for bit, as without checkpointing.

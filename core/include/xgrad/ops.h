@@ -446,9 +446,12 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
 // cos and sin (seq, head_dim) broadcast over x's leading dims, head_dim even:
 //   out = x * cos + cat(-x2, x1) * sin     (x1, x2: the halves of x's last dim)
 // A KV cache's positions offset .. offset + seq - 1 pass the tables' rows
-// cos.narrow(0, offset, seq). Differentiable in x, cos and sin.
+// cos.narrow(0, offset, seq). Differentiable in x, cos and sin. The tables have x's dtype; a
+// bfloat16 x takes float32 (or bfloat16) tables and is rotated in float32, the result rounded
+// once to bfloat16 (the book's apply_rope on a bfloat16 x with its float32 tables).
 Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // silu(a) * b for a and b of one shape: a SwiGLU feed-forward's gated product, in one pass.
+// bfloat16 a and b: computed in float32, the result (and each gradient) rounded once.
 Tensor silu_mul(const Tensor& a, const Tensor& b);
 
 }  // namespace xgrad

@@ -2,7 +2,8 @@
 // pair of core/src/ops/rotary.cpp: rotary embeddings in the rotate-half convention.
 //
 // A row is the last dim of x (D = 2h elements) at position p, the row's index in dim -2;
-// cos and sin are contiguous (t, D) tables of x's dtype. With x = (x1, x2) in halves:
+// cos and sin are contiguous (t, D) tables of x's dtype (float32 for a bfloat16 x, whose
+// rows are computed in float32 and rounded once). With x = (x1, x2) in halves:
 //   out = x * cos + cat(-x2, x1) * sin
 //     out[i]     = x1[i] * cos[i]     - x2[i] * sin[i]          i < h
 //     out[h + i] = x2[i] * cos[h + i] + x1[i] * sin[h + i]
@@ -19,6 +20,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "bf16_kernel.h"
 #include "kernels.h"
 
 namespace xgrad::kernels {
@@ -65,13 +67,13 @@ inline void rotate_row(const T* a, const T* c, const T* s, T* out, int64_t h) {
     rotate_pair<Transposed>(a[i], a[h + i], c[i], c[h + i], s[i], s[h + i], out[i], out[h + i]);
 }
 
-// rotate_row over every row of x (shape `shape`, strides `strides`, last stride 1) into the
-// contiguous out of the same shape. A thread finds its first row's index in x's leading dims
-// once, then steps it like an odometer.
-template <class T, bool Transposed>
-void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* c, const T* s, T* out) {
+// row(r, off, p) for every row r of x (shape `shape`, strides `strides`), off its offset in x
+// and p its position (its index in dim -2), rows split over threads. A thread finds its first
+// row's index in x's leading dims once, then steps it like an odometer.
+template <class Row>
+void for_each_row(const Shape& shape, const Shape& strides, Row&& row) {
   const int64_t lead = static_cast<int64_t>(shape.size()) - 1;  // x's dims before the last
-  const int64_t D = shape[lead], h = D / 2;
+  const int64_t D = shape[lead];
   const int64_t rows = D == 0 ? 0 : numel_of(shape) / D;
   parallel_rows(rows, D, kGrain, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> idx(static_cast<std::size_t>(lead));  // row r0's index in each leading dim
@@ -82,8 +84,7 @@ void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* 
       rem /= shape[d];
     }
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t p = idx[lead - 1];  // the row's position: its index in dim -2
-      rotate_row<T, Transposed>(x + off, c + p * D, s + p * D, out + r * D, h);
+      row(r, off, idx[lead - 1]);
       for (int64_t d = lead - 1; d >= 0; --d) {  // the next row
         off += strides[d];
         if (++idx[d] < shape[d]) break;
@@ -94,11 +95,38 @@ void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* 
   });
 }
 
+// rotate_row over every row of x (last stride 1) into the contiguous out of x's shape.
+template <class T, bool Transposed>
+void rotate_rows(const T* x, const Shape& shape, const Shape& strides, const T* c, const T* s, T* out) {
+  const int64_t D = shape.back(), h = D / 2;
+  for_each_row(shape, strides, [&](int64_t r, int64_t off, int64_t p) {
+    rotate_row<T, Transposed>(x + off, c + p * D, s + p * D, out + r * D, h);
+  });
+}
+
+// The same for bfloat16 x and out with float32 tables: each row is widened, rotated in
+// float32 and rounded once, the float32 kernel's bits on a widened copy of x.
+template <bool Transposed>
+void rotate_rows_bf16(const bf16* x, const Shape& shape, const Shape& strides, const float* c, const float* s,
+                      bf16* out) {
+  const int64_t D = shape.back(), h = D / 2;
+  for_each_row(shape, strides, [&](int64_t r, int64_t off, int64_t p) {
+    thread_local std::vector<float> buf;  // the widened row, then its rotation
+    buf.resize(static_cast<std::size_t>(2 * D));
+    bf16_to_float_n(&x[off].bits, buf.data(), D);
+    rotate_row<float, Transposed>(buf.data(), c + p * D, s + p * D, buf.data() + D, h);
+    float_to_bf16_n(buf.data() + D, &out[r * D].bits, D);
+  });
+}
+
 }  // namespace rotary
 
 // out = x * cos + rotate_half(x) * sin for x (..., t, D) of any strides with stride(-1) == 1,
-// into the contiguous out.
+// into the contiguous out. A bfloat16 x (and out) takes float32 tables.
 inline void rotary_emb_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) {
+  if (x.dtype() == kBFloat16)
+    return rotary::rotate_rows_bf16<false>(x.data_ptr<bf16>(), x.shape(), x.strides(), cos.data_ptr<float>(),
+                                           sin.data_ptr<float>(), out.data_ptr<bf16>());
   dispatch_float(x.dtype(), "apply_rotary_emb", [&](auto tag) {
     using T = decltype(tag);
     rotary::rotate_rows<T, false>(x.data_ptr<T>(), x.shape(), x.strides(), cos.data_ptr<T>(),
@@ -107,8 +135,11 @@ inline void rotary_emb_forward(const Tensor& x, const Tensor& cos, const Tensor&
 }
 
 // dx = dout * cos - rotate_half(dout * sin) for dout (..., t, D) with stride(-1) == 1, into
-// the contiguous dx.
+// the contiguous dx. A bfloat16 dout (and dx) takes float32 tables.
 inline void rotary_emb_backward(const Tensor& dout, const Tensor& cos, const Tensor& sin, const Tensor& dx) {
+  if (dout.dtype() == kBFloat16)
+    return rotary::rotate_rows_bf16<true>(dout.data_ptr<bf16>(), dout.shape(), dout.strides(),
+                                          cos.data_ptr<float>(), sin.data_ptr<float>(), dx.data_ptr<bf16>());
   dispatch_float(dout.dtype(), "apply_rotary_emb_backward", [&](auto tag) {
     using T = decltype(tag);
     rotary::rotate_rows<T, true>(dout.data_ptr<T>(), dout.shape(), dout.strides(), cos.data_ptr<T>(),

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels.h"
+#include "op_helpers.h"
 #include "silu_mul_kernel.h"
 #include "xgrad/autograd.h"
 #include "xgrad/ops.h"
@@ -23,7 +24,7 @@ Tensor silu_mul(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())
     fail("silu_mul", "a and b must have one shape, got a of shape ", a.shape(), " and b of shape ",
          b.shape());
-  kernels::check_floating("silu_mul", a);
+  check_floating_any("silu_mul", a);  // bfloat16: float32 arithmetic, each result rounded once
   check_same_dtype("silu_mul", a, b);
   Tensor out = empty(a.shape(), a.dtype());
   kernels::silu_mul_forward(contig(a), contig(b), out);
@@ -33,9 +34,12 @@ Tensor silu_mul(const Tensor& a, const Tensor& b) {
                   //   da = dout * b * s * (1 + a * (1 - s)), db = dout * a * s
                   const Tensor &x = as.get(), &y = bs.get();
                   if (GradMode::is_enabled()) {  // create_graph: recorded ops, differentiable again
-                    const Tensor s = sigmoid(x);
-                    if (grads.wants(0)) grads.add(0, dout * y * s * (x * (1.0 - s) + 1.0));
-                    if (grads.wants(1)) grads.add(1, dout * x * s);
+                    // (bfloat16: in float32 on widened copies, each gradient rounded once)
+                    const DType dt = x.dtype(), compute = dt == kBFloat16 ? kFloat32 : dt;
+                    const Tensor xw = x.to(compute), yw = y.to(compute), d = dout.to(compute);
+                    const Tensor s = sigmoid(xw);
+                    if (grads.wants(0)) grads.add(0, (d * yw * s * (xw * (1.0 - s) + 1.0)).to(dt));
+                    if (grads.wants(1)) grads.add(1, (d * xw * s).to(dt));
                     return;
                   }
                   Tensor da = grads.wants(0) ? empty(x.shape(), x.dtype()) : Tensor();

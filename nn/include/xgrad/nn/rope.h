@@ -51,7 +51,8 @@ RoPEParams compute_rope_params(int64_t head_dim, double theta_base = 10000.0, in
 // x (batch, heads, seq, head_dim) at positions offset .. offset + seq - 1 -> the same shape and
 // dtype: the fused op apply_rotary_emb (xgrad/ops.h) with the tables' rows offset .. offset +
 // seq - 1. cos and sin are compute_rope_params' tables (context_length, head_dim), taken in x's
-// dtype (for float64 x and float32 tables this is the book's promotion). Differentiable in x
+// dtype (for float64 x and float32 tables this is the book's promotion), in float32 for a
+// bfloat16 x (under autocast: the rotation in float32, rounded once). Differentiable in x
 // (and in cos and sin). Throws when x is not 4-D, head_dim is odd or differs from the
 // tables', the tables' shapes differ, or offset + seq exceeds the tables' context_length.
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset = 0);
