@@ -179,6 +179,15 @@ const std::vector<Row>& rows() {
        kNorm,
        kNorm},
       {"embedding", {"x"}, [](V t) { return embedding(t[0], fx().get("emb_ids")); }},
+      // torch composes silu(a) * b from two bfloat16 ops (its da: silu's backward of the rounded
+      // dout * b, rounded again); xgrad's fused op rounds each result once
+      {"silu_mul", {"x", "y"}, [](V t) { return silu_mul(t[0], t[1]); }, kSteps, kChain},
+      // the book's apply_rope with float32 tables: both compute in float32 and round once
+      {"rope",
+       {"x"},
+       [](V t) { return apply_rotary_emb(t[0], fx().get("rope_cos"), fx().get("rope_sin")); },
+       kOneUlp,
+       kSteps},
   };
   return r;
 }
